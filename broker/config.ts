@@ -1,0 +1,110 @@
+/**
+ * Broker configuration, read from the environment once at start and validated. A bad value stops the
+ * node with a message that names the variable, before anything is opened.
+ */
+import { hostname } from 'node:os';
+
+export interface BrokerConfig {
+  databaseUrl: string;
+  redisUrl: string;
+  /** Prefix of every Redis key this node writes, so several clusters can share one Redis. */
+  redisKeyPrefix: string;
+  host: string;
+  port: number;
+  nodeId: string;
+  adminToken: string;
+  logLevel: string;
+  /** Largest WebSocket frame accepted; a larger one closes the socket with 1009. */
+  maxFrameBytes: number;
+  /** Largest message body accepted by `send`. */
+  maxBodyBytes: number;
+  /** Allowed clock skew of a hello's `ts`, and how long its nonce is remembered. */
+  helloSkewMs: number;
+  /** How long a disconnected session keeps its presence before `peer.left`. */
+  presenceGraceMs: number;
+  /** Heartbeat interval announced in `welcome`; also the node heartbeat period. */
+  heartbeatMs: number;
+  /** How long SIGTERM waits for in-flight work before the process exits anyway. */
+  drainTimeoutMs: number;
+}
+
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    message: string,
+  ) {
+    super(`${variable}: ${message}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+function str(env: Env, name: string, fallback?: string): string {
+  const value = env[name];
+  if (value === undefined || value === '') {
+    if (fallback === undefined) throw new ConfigError(name, 'is required but not set');
+    return fallback;
+  }
+  return value;
+}
+
+function int(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^\d+$/.test(raw.trim())) throw new ConfigError(name, `must be a whole number, got "${raw}"`);
+  const value = Number(raw);
+  if (value < min || value > max)
+    throw new ConfigError(name, `must be between ${min} and ${max}, got ${value}`);
+  return value;
+}
+
+function url(env: Env, name: string, fallback: string, protocols: string[]): string {
+  const value = str(env, name, fallback);
+  let parsed: URL;
+  try {
+    parsed = new URL(value);
+  } catch {
+    throw new ConfigError(name, `is not a URL: "${value}"`);
+  }
+  if (!protocols.includes(parsed.protocol)) {
+    throw new ConfigError(name, `must use ${protocols.join(' or ')}, got "${parsed.protocol}"`);
+  }
+  return value;
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+/** Every variable the broker reads, with its default; the README's configuration table mirrors this. */
+export function loadConfig(env: Env = process.env): BrokerConfig {
+  const port = int(env, 'PORT', 8080, 0, 65535);
+  const nodeId = str(env, 'NODE_ID', `${hostname()}-${port}`);
+  if (!/^[A-Za-z0-9._-]{1,64}$/.test(nodeId)) {
+    throw new ConfigError('NODE_ID', 'must be 1-64 characters of letters, digits, ".", "_" or "-"');
+  }
+  const adminToken = str(env, 'ADMIN_TOKEN');
+  if (adminToken.length < 16) throw new ConfigError('ADMIN_TOKEN', 'must be at least 16 characters long');
+  const logLevel = str(env, 'LOG_LEVEL', 'info');
+  if (!LOG_LEVELS.includes(logLevel))
+    throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
+  const maxFrameBytes = int(env, 'MAX_FRAME_BYTES', 64 * 1024, 1024, 16 * 1024 * 1024);
+  return {
+    databaseUrl: url(env, 'DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/meshbroker', [
+      'postgres:',
+      'postgresql:',
+    ]),
+    redisUrl: url(env, 'REDIS_URL', 'redis://127.0.0.1:6379', ['redis:', 'rediss:']),
+    redisKeyPrefix: str(env, 'REDIS_KEY_PREFIX', 'mesh:'),
+    host: str(env, 'HOST', '127.0.0.1'),
+    port,
+    nodeId,
+    adminToken,
+    logLevel,
+    maxFrameBytes,
+    maxBodyBytes: int(env, 'MAX_BODY_BYTES', Math.min(32 * 1024, maxFrameBytes), 1, maxFrameBytes),
+    helloSkewMs: int(env, 'HELLO_SKEW_MS', 60_000, 1000, 600_000),
+    presenceGraceMs: int(env, 'PRESENCE_GRACE_MS', 30_000, 0, 3_600_000),
+    heartbeatMs: int(env, 'HEARTBEAT_MS', 15_000, 100, 300_000),
+    drainTimeoutMs: int(env, 'DRAIN_TIMEOUT_MS', 8_000, 0, 60_000),
+  };
+}

@@ -1,0 +1,94 @@
+import type { WebSocket } from 'ws';
+import type { Logger } from '../log.js';
+
+/** Who is on the other end of a socket, known once its hello was accepted. */
+export interface SessionIdentity {
+  meshId: string;
+  memberId: number;
+  pubkey: string;
+  sessionId: string;
+  name: string | null;
+  groups: string[];
+}
+
+/** A `message` frame as peers receive it (PROTOCOL.md § Messages). */
+export interface MessageFrame {
+  type: 'message';
+  messageId: string;
+  id: string;
+  from: string;
+  fromSession: string;
+  to: string;
+  body: string;
+  sentAt: string;
+  [extra: string]: unknown;
+}
+
+/** Above this many buffered bytes a peer is too slow to keep up; it is closed rather than buffered forever. */
+const MAX_BUFFERED_BYTES = 8 * 1024 * 1024;
+
+let nextConnectionId = 1;
+
+/**
+ * One WebSocket of this node. Owns the socket's outbound side: framing, backpressure and the ordering of
+ * durable messages while the backlog of a new session is being replayed (live messages that arrive during
+ * the catch-up wait behind it, so a recipient sees each sender's messages in order).
+ */
+export class Connection {
+  readonly id = nextConnectionId++;
+  readonly openedAt = Date.now();
+  identity: SessionIdentity | undefined;
+  private catchingUp: MessageFrame[] | undefined;
+  private readonly sentDuringCatchUp = new Set<string>();
+
+  constructor(
+    readonly socket: WebSocket,
+    readonly log: Logger,
+  ) {}
+
+  get isOpen(): boolean {
+    return this.socket.readyState === this.socket.OPEN;
+  }
+
+  send(frame: object): void {
+    if (!this.isOpen) return;
+    if (this.socket.bufferedAmount > MAX_BUFFERED_BYTES) {
+      this.log.warn({ connection: this.id }, 'peer too slow to read its frames; closing');
+      this.close(1008, 'too slow');
+      return;
+    }
+    this.socket.send(JSON.stringify(frame));
+  }
+
+  /** Delivers a durable message now, or after the backlog replay when one is running. */
+  deliver(message: MessageFrame): void {
+    if (this.catchingUp) this.catchingUp.push(message);
+    else this.send(message);
+  }
+
+  /** From now until `endCatchUp`, live messages wait; the backlog goes out through `replay`. Call before
+   * the connection becomes visible to delivery. */
+  beginCatchUp(): void {
+    this.catchingUp = [];
+    this.sentDuringCatchUp.clear();
+  }
+
+  replay(message: MessageFrame): void {
+    this.sentDuringCatchUp.add(message.messageId);
+    this.send(message);
+  }
+
+  /** Sends what arrived live during the replay, minus what the replay already sent. */
+  endCatchUp(): void {
+    const waiting = this.catchingUp ?? [];
+    this.catchingUp = undefined;
+    for (const message of waiting) if (!this.sentDuringCatchUp.has(message.messageId)) this.send(message);
+    this.sentDuringCatchUp.clear();
+  }
+
+  close(code: number, reason: string): void {
+    if (this.socket.readyState === this.socket.CLOSED || this.socket.readyState === this.socket.CLOSING)
+      return;
+    this.socket.close(code, reason);
+  }
+}

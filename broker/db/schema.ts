@@ -1,0 +1,141 @@
+/**
+ * The relational schema: the single source of truth for every table. drizzle-kit generates the SQL
+ * migrations in migrations/ from this file; nothing else issues DDL.
+ *
+ * Hot queries and the index that serves each (keep this list true when a query changes):
+ * - hello: member by (mesh, pubkey)                   → members_mesh_pubkey_uq
+ * - hello: who owns a session id                      → presence primary key
+ * - drain / reaper: presence rows of one node         → presence_node_idx
+ * - peers.list / mesh-wide events: presence of a mesh → presence_mesh_idx
+ * - send retry: message by (mesh, sender, client id)  → messages_sender_client_uq
+ * - connect / resume: a member's unacked messages     → deliveries_pending_idx (partial)
+ * - audit append / query: a mesh's chain by seq       → audit_mesh_seq_idx
+ */
+import { sql } from 'drizzle-orm';
+import {
+  bigint,
+  index,
+  jsonb,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+} from 'drizzle-orm/pg-core';
+
+const createdAt = () => timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow();
+
+export const meshes = pgTable('meshes', {
+  id: uuid('id').primaryKey().defaultRandom(),
+  name: text('name').notNull().unique('meshes_name_uq'),
+  createdAt: createdAt(),
+});
+
+export const members = pgTable(
+  'members',
+  {
+    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    meshId: uuid('mesh_id')
+      .notNull()
+      .references(() => meshes.id, { onDelete: 'cascade' }),
+    /** Raw 32-byte ed25519 public key, lowercase hex. */
+    pubkey: text('pubkey').notNull(),
+    name: text('name'),
+    /** Groups the member declared in its latest hello; `@group` sends resolve against them. */
+    groups: text('groups').array().notNull().default(sql`'{}'::text[]`),
+    createdAt: createdAt(),
+    revokedAt: timestamp('revoked_at', { withTimezone: true, precision: 3 }),
+  },
+  (t) => [uniqueIndex('members_mesh_pubkey_uq').on(t.meshId, t.pubkey)],
+);
+
+export const nodes = pgTable('nodes', {
+  id: text('id').primaryKey(),
+  url: text('url'),
+  startedAt: timestamp('started_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+  heartbeatAt: timestamp('heartbeat_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+  stoppedAt: timestamp('stopped_at', { withTimezone: true, precision: 3 }),
+  /** What the node reports about itself on each heartbeat (flag values acted on, version, …). */
+  info: jsonb('info').notNull().default(sql`'{}'::jsonb`),
+});
+
+export const presence = pgTable(
+  'presence',
+  {
+    sessionId: uuid('session_id').primaryKey(),
+    meshId: uuid('mesh_id')
+      .notNull()
+      .references(() => meshes.id, { onDelete: 'cascade' }),
+    memberId: bigint('member_id', { mode: 'number' })
+      .notNull()
+      .references(() => members.id, { onDelete: 'cascade' }),
+    nodeId: text('node_id').notNull(),
+    name: text('name'),
+    groups: text('groups').array().notNull().default(sql`'{}'::text[]`),
+    connectedAt: timestamp('connected_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+    /** Set when the socket closed; the row is removed when the grace period ends without a reconnect. */
+    disconnectedAt: timestamp('disconnected_at', { withTimezone: true, precision: 3 }),
+  },
+  (t) => [index('presence_node_idx').on(t.nodeId), index('presence_mesh_idx').on(t.meshId)],
+);
+
+export const messages = pgTable(
+  'messages',
+  {
+    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    meshId: uuid('mesh_id')
+      .notNull()
+      .references(() => meshes.id, { onDelete: 'cascade' }),
+    senderId: bigint('sender_id', { mode: 'number' })
+      .notNull()
+      .references(() => members.id, { onDelete: 'cascade' }),
+    senderSession: uuid('sender_session').notNull(),
+    /** The sender's own message id: the idempotency key of a send. */
+    clientId: text('client_id').notNull(),
+    /** The `to` of the send as written: a pubkey, `*` or `@group`. */
+    target: text('target').notNull(),
+    body: text('body').notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [uniqueIndex('messages_sender_client_uq').on(t.meshId, t.senderId, t.clientId)],
+);
+
+/** One row per recipient member of a message: the per-recipient delivery state. */
+export const deliveries = pgTable(
+  'deliveries',
+  {
+    messageId: bigint('message_id', { mode: 'number' })
+      .notNull()
+      .references(() => messages.id, { onDelete: 'cascade' }),
+    memberId: bigint('member_id', { mode: 'number' })
+      .notNull()
+      .references(() => members.id, { onDelete: 'cascade' }),
+    /** Set by the recipient's ack; null means the message is still owed to the member. */
+    ackedAt: timestamp('acked_at', { withTimezone: true, precision: 3 }),
+  },
+  (t) => [
+    primaryKey({ name: 'deliveries_pk', columns: [t.messageId, t.memberId] }),
+    index('deliveries_pending_idx').on(t.memberId, t.messageId).where(sql`${t.ackedAt} IS NULL`),
+  ],
+);
+
+/**
+ * The audit hash chain, one per mesh. No uniqueness on (mesh, seq) on purpose: the local (per-node
+ * cached head) mode can fork the chain, and the verifier must be able to see that fork.
+ */
+export const auditLog = pgTable(
+  'audit_log',
+  {
+    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    meshId: uuid('mesh_id').notNull(),
+    seq: bigint('seq', { mode: 'number' }).notNull(),
+    prevHash: text('prev_hash').notNull(),
+    hash: text('hash').notNull(),
+    eventType: text('event_type').notNull(),
+    actor: text('actor'),
+    payload: jsonb('payload').notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull(),
+  },
+  (t) => [index('audit_mesh_seq_idx').on(t.meshId, t.seq)],
+);

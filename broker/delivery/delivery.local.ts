@@ -1,0 +1,28 @@
+import type { MessageFrame } from '../connections/connection.js';
+import type { ConnectionRegistry } from '../connections/registry.js';
+import type { Delivery } from './delivery.js';
+
+/**
+ * This node's sockets only. The gap on 2+ nodes: a recipient connected to another node gets nothing
+ * until its session reconnects here (or anywhere, which replays its backlog); broadcasts reach only the
+ * sessions of this node.
+ */
+export class LocalDelivery implements Delivery {
+  constructor(
+    private readonly connections: ConnectionRegistry,
+    private readonly delivered: (path: 'local', count: number) => void,
+  ) {}
+
+  async dispatch(message: MessageFrame, recipients: number[]): Promise<void> {
+    let count = 0;
+    for (const memberId of recipients) {
+      for (const connection of this.connections.ofMember(memberId)) {
+        connection.deliver(message);
+        count++;
+      }
+    }
+    if (count > 0) this.delivered('local', count);
+  }
+
+  async close(): Promise<void> {}
+}

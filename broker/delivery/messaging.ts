@@ -1,0 +1,80 @@
+/**
+ * The durable messaging frames (`send`, `ack`) and the backlog replay when a session starts. The store
+ * makes a message durable first; the delivery implementation the node runs then gets it to sockets.
+ */
+import { z } from 'zod';
+import type { Connection } from '../connections/connection.js';
+import type { BrokerMetrics } from '../metrics.js';
+import { ProtocolError } from '../protocol/errors.js';
+import { hex, rid } from '../protocol/frames.js';
+import type { Router } from '../ws/router.js';
+import type { Delivery } from './delivery.js';
+import type { MessageStore } from './store.js';
+
+const sendFrame = z.object({
+  type: z.literal('send'),
+  id: z.string().min(1).max(128),
+  to: z.union([z.literal('*'), hex(32), z.string().regex(/^@[A-Za-z0-9_.-]{1,64}$/)], {
+    message: 'must be a member pubkey (64 lowercase hex chars), "*" or "@group"',
+  }),
+  body: z.string(),
+  rid,
+});
+
+const ackFrame = z.object({
+  type: z.literal('ack'),
+  messageId: z.string().regex(/^[1-9]\d{0,15}$/, 'must be the messageId of a message frame'),
+  rid,
+});
+
+export interface MessagingOptions {
+  store: MessageStore;
+  delivery: () => Delivery;
+  metrics: BrokerMetrics;
+  maxBodyBytes: number;
+}
+
+export function registerMessaging(router: Router, options: MessagingOptions): void {
+  const { store, metrics, maxBodyBytes } = options;
+
+  router.on('send', sendFrame, async (frame, { identity }) => {
+    if (Buffer.byteLength(frame.body, 'utf8') > maxBodyBytes) {
+      throw new ProtocolError('too_large', `body is larger than ${maxBodyBytes} bytes`);
+    }
+    const accepted = await store.accept(identity, frame.id, frame.to, frame.body);
+    if (!accepted.duplicate) {
+      metrics.messagesAccepted.inc();
+      await options.delivery().dispatch(accepted.frame, accepted.recipients);
+    }
+    return {
+      type: 'sent',
+      id: frame.id,
+      messageId: accepted.frame.messageId,
+      recipients: accepted.recipients.length,
+    };
+  });
+
+  router.on('ack', ackFrame, async (frame, { identity }) => {
+    await store.ack(identity.memberId, frame.messageId);
+    metrics.acks.inc();
+    return frame.rid === undefined ? undefined : { type: 'acked', messageId: frame.messageId };
+  });
+}
+
+/**
+ * Sends a new session everything its member is still owed, oldest first, then the live messages that
+ * arrived meanwhile (the gateway began the catch-up when it registered the socket).
+ */
+export async function replayBacklog(connection: Connection, store: MessageStore, metrics: BrokerMetrics) {
+  let count = 0;
+  try {
+    for await (const message of store.pending(connection.identity!.memberId)) {
+      if (!connection.isOpen) return;
+      connection.replay(message);
+      count++;
+    }
+  } finally {
+    connection.endCatchUp();
+    if (count > 0) metrics.deliveries.inc({ path: 'backlog' }, count);
+  }
+}

@@ -1,0 +1,133 @@
+/**
+ * The durable side of messaging: accepted messages and their per-recipient delivery state in Postgres.
+ * A message is accepted (and `sent` replied) only once its rows are committed; every delivery path, local
+ * or shared, starts from these rows.
+ */
+
+import type { MessageFrame, SessionIdentity } from '../connections/connection.js';
+import type { Pool } from '../db/pool.js';
+import { ProtocolError } from '../protocol/errors.js';
+
+export interface AcceptedMessage {
+  frame: MessageFrame;
+  /** Member ids owed this message. */
+  recipients: number[];
+  /** True when this `id` had been accepted before: nothing new was stored and nothing is sent again. */
+  duplicate: boolean;
+}
+
+interface Row {
+  id: number;
+  clientId: string;
+  from: string;
+  fromSession: string;
+  target: string;
+  body: string;
+  createdAt: Date;
+}
+
+function toFrame(row: Row): MessageFrame {
+  return {
+    type: 'message',
+    messageId: String(row.id),
+    id: row.clientId,
+    from: row.from,
+    fromSession: row.fromSession,
+    to: row.target,
+    body: row.body,
+    sentAt: row.createdAt.toISOString(),
+  };
+}
+
+/** How many backlog messages one query fetches while a session catches up. */
+const BACKLOG_PAGE = 500;
+
+export class MessageStore {
+  constructor(private readonly pool: Pool) {}
+
+  /**
+   * Stores a message and one delivery row per recipient member, in one statement. A retried `id` of the
+   * same sender returns the original message as a duplicate.
+   */
+  async accept(sender: SessionIdentity, id: string, to: string, body: string): Promise<AcceptedMessage> {
+    if (to !== '*' && !to.startsWith('@')) {
+      if (to === sender.pubkey) throw new ProtocolError('bad_request', 'cannot send a message to yourself');
+      const found = await this.pool.query(
+        'SELECT 1 FROM members WHERE mesh_id = $1 AND pubkey = $2 AND revoked_at IS NULL',
+        [sender.meshId, to],
+      );
+      if (found.rowCount === 0) throw new ProtocolError('not_found', `no member ${to} in this mesh`);
+    }
+    const result = await this.pool.query<Row & { recipients: number[] | null }>(
+      `WITH ins AS (
+         INSERT INTO messages (mesh_id, sender_id, sender_session, client_id, target, body)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (mesh_id, sender_id, client_id) DO NOTHING
+         RETURNING id, created_at
+       ), rcpt AS (
+         INSERT INTO deliveries (message_id, member_id)
+         SELECT ins.id, m.id FROM ins, members m
+          WHERE m.mesh_id = $1 AND m.revoked_at IS NULL AND m.id <> $2
+            AND CASE WHEN $5 = '*' THEN true
+                     WHEN left($5, 1) = '@' THEN substr($5, 2) = ANY (m.groups)
+                     ELSE m.pubkey = $5 END
+         RETURNING member_id
+       )
+       SELECT ins.id, $4::text AS "clientId", $7::text AS "from", $3::text AS "fromSession", $5::text AS target,
+              $6::text AS body, ins.created_at AS "createdAt",
+              (SELECT array_agg(member_id ORDER BY member_id) FROM rcpt) AS recipients
+         FROM ins`,
+      [sender.meshId, sender.memberId, sender.sessionId, id, to, body, sender.pubkey],
+    );
+    const row = result.rows[0];
+    if (row) return { frame: toFrame(row), recipients: row.recipients ?? [], duplicate: false };
+    return this.original(sender, id);
+  }
+
+  private async original(sender: SessionIdentity, id: string): Promise<AcceptedMessage> {
+    const result = await this.pool.query<Row & { recipients: number[] | null }>(
+      `SELECT m.id, m.client_id AS "clientId", s.pubkey AS "from", m.sender_session AS "fromSession", m.target,
+              m.body, m.created_at AS "createdAt",
+              (SELECT array_agg(member_id ORDER BY member_id) FROM deliveries WHERE message_id = m.id) AS recipients
+         FROM messages m JOIN members s ON s.id = m.sender_id
+        WHERE m.mesh_id = $1 AND m.sender_id = $2 AND m.client_id = $3`,
+      [sender.meshId, sender.memberId, id],
+    );
+    const row = result.rows[0];
+    if (!row) throw new Error(`message ${id} of member ${sender.memberId} vanished after a conflict`);
+    return { frame: toFrame(row), recipients: row.recipients ?? [], duplicate: true };
+  }
+
+  /** Every message still owed to a member (not acked), oldest first, page by page. */
+  async *pending(memberId: number): AsyncGenerator<MessageFrame> {
+    let after = 0;
+    for (;;) {
+      const result = await this.pool.query<Row>(
+        `SELECT m.id, m.client_id AS "clientId", s.pubkey AS "from", m.sender_session AS "fromSession",
+                m.target, m.body, m.created_at AS "createdAt"
+           FROM deliveries d
+           JOIN messages m ON m.id = d.message_id
+           JOIN members s ON s.id = m.sender_id
+          WHERE d.member_id = $1 AND d.acked_at IS NULL AND d.message_id > $2
+          ORDER BY d.message_id
+          LIMIT ${BACKLOG_PAGE}`,
+        [memberId, after],
+      );
+      for (const row of result.rows) yield toFrame(row);
+      if (result.rows.length < BACKLOG_PAGE) return;
+      after = result.rows[result.rows.length - 1]!.id;
+    }
+  }
+
+  /** Marks a message delivered to a member. Acking twice is harmless; acking what was never owed is not. */
+  async ack(memberId: number, messageId: string): Promise<void> {
+    const result = await this.pool.query(
+      `WITH upd AS (
+         UPDATE deliveries SET acked_at = coalesce(acked_at, now())
+          WHERE message_id = $1 AND member_id = $2 RETURNING 1)
+       SELECT count(*)::int AS n FROM upd`,
+      [messageId, memberId],
+    );
+    if (result.rows[0].n === 0) throw new ProtocolError('not_found', `no message ${messageId} for you`);
+  }
+}

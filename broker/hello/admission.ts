@@ -1,0 +1,58 @@
+/**
+ * Admission of a hello: every check between "a hello frame arrived" and "this is session S of member M",
+ * in the order that keeps them cheap and safe (signature before nonce, so a forged hello cannot burn a
+ * real peer's nonce).
+ */
+import type { SessionIdentity } from '../connections/connection.js';
+import type { Directory } from '../identity/directory.js';
+import type { Presence } from '../presence/presence.js';
+import { CloseCode } from '../protocol/errors.js';
+import type { HelloFrame } from '../protocol/frames.js';
+import type { NonceGuard } from './nonces.js';
+import { helloSignatureValid } from './signature.js';
+
+export class HelloRejected extends Error {
+  constructor(
+    readonly closeCode: number,
+    /** Metric label and close reason: short and stable. */
+    readonly reason: string,
+  ) {
+    super(reason);
+    this.name = 'HelloRejected';
+  }
+}
+
+export interface AdmissionOptions {
+  directory: Directory;
+  nonces: NonceGuard;
+  presence: Presence;
+  skewMs: number;
+}
+
+export class HelloAdmission {
+  constructor(private readonly options: AdmissionOptions) {}
+
+  async admit(hello: HelloFrame): Promise<SessionIdentity> {
+    const { directory, nonces, presence, skewMs } = this.options;
+    const reject = (reason: string) => new HelloRejected(CloseCode.helloRejected, reason);
+    if (Math.abs(Date.now() - hello.ts) > skewMs) throw reject('timestamp outside the allowed skew');
+    if (!helloSignatureValid(hello)) throw reject('bad signature');
+    if (!(await nonces.claim(hello.nonce))) throw reject('nonce already used');
+    const member = await directory.findMember(hello.meshId, hello.pubkey);
+    if (!member) throw reject('unknown member');
+    if (member.revokedAt) throw new HelloRejected(CloseCode.memberRevoked, 'member revoked');
+    const sessionId = hello.sessionId.toLowerCase();
+    const owner = await presence.ownerOf(sessionId);
+    if (owner !== undefined && owner !== member.id) throw reject('session belongs to another member');
+    const groups = hello.groups ?? [];
+    if (groups.join('\n') !== member.groups.join('\n')) await directory.setGroups(member.id, groups);
+    return {
+      meshId: hello.meshId,
+      memberId: member.id,
+      pubkey: hello.pubkey,
+      sessionId,
+      name: hello.name ?? member.name,
+      groups,
+    };
+  }
+}

@@ -1,0 +1,97 @@
+/**
+ * The admin HTTP API: meshes, members and the cluster view, behind `Authorization: Bearer <ADMIN_TOKEN>`.
+ * Input is validated before anything is written; a bad request changes nothing.
+ */
+import { timingSafeEqual } from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import type { Pool } from '../db/pool.js';
+import type { Directory, Member } from '../identity/directory.js';
+import { hex, parseWith, uuid } from '../protocol/frames.js';
+
+export interface AdminOptions {
+  adminToken: string;
+  directory: Directory;
+  pool: Pool;
+  /** Ends every live session of a member that was just revoked (close 4403). */
+  onRevoked: (member: Member) => Promise<void>;
+}
+
+const meshBody = z.object({ name: z.string().min(1).max(128) });
+const memberBody = z.object({ pubkey: hex(32), name: z.string().min(1).max(128).optional() });
+const meshParams = z.object({ meshId: uuid });
+const memberParams = z.object({ meshId: uuid, pubkey: hex(32) });
+
+function tokenMatches(header: string | undefined, token: string): boolean {
+  const presented = Buffer.from(header?.startsWith('Bearer ') ? header.slice(7) : '');
+  const expected = Buffer.from(token);
+  return presented.length === expected.length && timingSafeEqual(presented, expected);
+}
+
+function publicMember(member: Member) {
+  return {
+    pubkey: member.pubkey,
+    name: member.name,
+    groups: member.groups,
+    createdAt: member.createdAt,
+    revokedAt: member.revokedAt,
+  };
+}
+
+export function registerAdmin(app: FastifyInstance, options: AdminOptions): void {
+  const { directory } = options;
+
+  app.register(async (admin) => {
+    admin.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+      if (!tokenMatches(request.headers.authorization, options.adminToken)) {
+        return reply.code(401).header('www-authenticate', 'Bearer').send({
+          error: 'unauthorized',
+          message: 'admin endpoints need Authorization: Bearer <admin token>',
+        });
+      }
+    });
+
+    admin.post('/admin/meshes', async (request, reply) => {
+      const body = parseWith(meshBody, request.body);
+      return reply.code(201).send(await directory.createMesh(body.name));
+    });
+
+    admin.get('/admin/meshes', async () => ({ meshes: await directory.listMeshes() }));
+
+    admin.get('/admin/meshes/:meshId', async (request, reply) => {
+      const { meshId } = parseWith(meshParams, request.params);
+      const mesh = await directory.getMesh(meshId);
+      if (!mesh) return reply.code(404).send({ error: 'not_found', message: `no mesh ${meshId}` });
+      return { ...mesh, members: (await directory.listMembers(meshId)).map(publicMember) };
+    });
+
+    admin.post('/admin/meshes/:meshId/members', async (request, reply) => {
+      const { meshId } = parseWith(meshParams, request.params);
+      const body = parseWith(memberBody, request.body);
+      return reply.code(201).send(publicMember(await directory.addMember(meshId, body.pubkey, body.name)));
+    });
+
+    admin.get('/admin/meshes/:meshId/members', async (request) => {
+      const { meshId } = parseWith(meshParams, request.params);
+      return { members: (await directory.listMembers(meshId)).map(publicMember) };
+    });
+
+    admin.post('/admin/meshes/:meshId/members/:pubkey/revoke', async (request, reply) => {
+      const { meshId, pubkey } = parseWith(memberParams, request.params);
+      const member = await directory.revokeMember(meshId, pubkey);
+      if (!member)
+        return reply.code(404).send({ error: 'not_found', message: `no member ${pubkey} in ${meshId}` });
+      await options.onRevoked(member);
+      return publicMember(member);
+    });
+
+    admin.get('/admin/cluster', async () => {
+      const result = await options.pool.query(
+        `SELECT id, url, started_at AS "startedAt", heartbeat_at AS "heartbeatAt", stopped_at AS "stoppedAt", info,
+                (SELECT count(*)::int FROM presence p WHERE p.node_id = n.id AND p.disconnected_at IS NULL) AS sessions
+           FROM nodes n ORDER BY id`,
+      );
+      return { nodes: result.rows };
+    });
+  });
+}

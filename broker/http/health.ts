@@ -1,0 +1,54 @@
+import type { FastifyInstance } from 'fastify';
+import type { Redis } from 'ioredis';
+import type { Pool } from '../db/pool.js';
+import type { BrokerMetrics } from '../metrics.js';
+
+const CHECK_TIMEOUT_MS = 2000;
+
+async function within<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error('timed out')), ms);
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export interface HealthOptions {
+  nodeId: string;
+  pool: Pool;
+  redis: Redis;
+  metrics: BrokerMetrics;
+  draining: () => boolean;
+}
+
+/**
+ * `GET /health`: 200 while the node serves and Postgres answers, 503 otherwise (and while draining, so a
+ * load balancer stops sending new peers here). Redis is reported but does not fail the check: the
+ * broker's truth is Postgres.
+ */
+export function registerHealth(app: FastifyInstance, options: HealthOptions): void {
+  app.get('/health', async (_request, reply) => {
+    const db = await within(options.pool.query('SELECT 1'), CHECK_TIMEOUT_MS).then(
+      () => 'up' as const,
+      () => 'down' as const,
+    );
+    const redis =
+      options.redis.status === 'ready'
+        ? await within(options.redis.ping(), CHECK_TIMEOUT_MS).then(
+            () => 'up' as const,
+            () => 'down' as const,
+          )
+        : ('down' as const);
+    options.metrics.dbUp.set(db === 'up' ? 1 : 0);
+    options.metrics.redisUp.set(redis === 'up' ? 1 : 0);
+    const draining = options.draining();
+    const ok = db === 'up' && !draining;
+    return reply
+      .code(ok ? 200 : 503)
+      .send({ status: ok ? 'ok' : draining ? 'draining' : 'unavailable', node: options.nodeId, db, redis });
+  });
+}

@@ -1,0 +1,109 @@
+/**
+ * Meshes and their members: the identities a hello is checked against. Used by the admin API, the CLI
+ * and the hello path; Postgres is the only store, so every node sees the same members.
+ */
+import type { Pool } from '../db/pool.js';
+import { ProtocolError } from '../protocol/errors.js';
+
+export interface Mesh {
+  meshId: string;
+  name: string;
+  createdAt: Date;
+}
+
+export interface Member {
+  id: number;
+  meshId: string;
+  pubkey: string;
+  name: string | null;
+  groups: string[];
+  createdAt: Date;
+  revokedAt: Date | null;
+}
+
+const MEMBER_COLUMNS = `id, mesh_id AS "meshId", pubkey, name, groups,
+  created_at AS "createdAt", revoked_at AS "revokedAt"`;
+
+export class Directory {
+  constructor(private readonly pool: Pool) {}
+
+  async createMesh(name: string): Promise<Mesh> {
+    const result = await this.pool
+      .query<Mesh>(
+        `INSERT INTO meshes (name) VALUES ($1) RETURNING id AS "meshId", name, created_at AS "createdAt"`,
+        [name],
+      )
+      .catch((error: { code?: string }) => {
+        if (error.code === '23505')
+          throw new ProtocolError('conflict', `a mesh named "${name}" already exists`);
+        throw error;
+      });
+    return result.rows[0]!;
+  }
+
+  async listMeshes(): Promise<Array<Mesh & { members: number }>> {
+    const result = await this.pool.query<Mesh & { members: number }>(
+      `SELECT m.id AS "meshId", m.name, m.created_at AS "createdAt",
+              (SELECT count(*)::int FROM members WHERE mesh_id = m.id AND revoked_at IS NULL) AS members
+         FROM meshes m ORDER BY m.created_at`,
+    );
+    return result.rows;
+  }
+
+  async getMesh(meshId: string): Promise<Mesh | undefined> {
+    const result = await this.pool.query<Mesh>(
+      `SELECT id AS "meshId", name, created_at AS "createdAt" FROM meshes WHERE id = $1`,
+      [meshId],
+    );
+    return result.rows[0];
+  }
+
+  async addMember(meshId: string, pubkey: string, name?: string): Promise<Member> {
+    if (!(await this.getMesh(meshId))) throw new ProtocolError('not_found', `no mesh ${meshId}`);
+    const result = await this.pool
+      .query<Member>(
+        `INSERT INTO members (mesh_id, pubkey, name) VALUES ($1, $2, $3) RETURNING ${MEMBER_COLUMNS}`,
+        [meshId, pubkey, name ?? null],
+      )
+      .catch((error: { code?: string }) => {
+        if (error.code === '23505')
+          throw new ProtocolError('conflict', `member ${pubkey} is already in the mesh`);
+        throw error;
+      });
+    return result.rows[0]!;
+  }
+
+  async listMembers(meshId: string): Promise<Member[]> {
+    const result = await this.pool.query<Member>(
+      `SELECT ${MEMBER_COLUMNS} FROM members WHERE mesh_id = $1 ORDER BY id`,
+      [meshId],
+    );
+    return result.rows;
+  }
+
+  async findMember(meshId: string, pubkey: string): Promise<Member | undefined> {
+    const result = await this.pool.query<Member>(
+      `SELECT ${MEMBER_COLUMNS} FROM members WHERE mesh_id = $1 AND pubkey = $2`,
+      [meshId, pubkey],
+    );
+    return result.rows[0];
+  }
+
+  /** Marks a member revoked; returns the member, or undefined when the mesh has no such member. */
+  async revokeMember(meshId: string, pubkey: string): Promise<Member | undefined> {
+    const result = await this.pool.query<Member>(
+      `UPDATE members SET revoked_at = coalesce(revoked_at, now())
+        WHERE mesh_id = $1 AND pubkey = $2 RETURNING ${MEMBER_COLUMNS}`,
+      [meshId, pubkey],
+    );
+    return result.rows[0];
+  }
+
+  /** Remembers the groups a member declared in its latest hello, so `@group` resolves while it is offline. */
+  async setGroups(memberId: number, groups: string[]): Promise<void> {
+    await this.pool.query('UPDATE members SET groups = $2 WHERE id = $1 AND groups IS DISTINCT FROM $2', [
+      memberId,
+      groups,
+    ]);
+  }
+}

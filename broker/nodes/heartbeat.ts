@@ -1,0 +1,44 @@
+import type { Pool } from '../db/pool.js';
+import type { Logger } from '../log.js';
+
+/**
+ * This node's row in `nodes`: registered at start, refreshed every interval, marked stopped at shutdown.
+ * It is how the cluster (and `workbench status`) knows which nodes exist and which are alive.
+ */
+export class NodeHeartbeat {
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly pool: Pool,
+    private readonly nodeId: string,
+    private readonly url: string,
+    private readonly intervalMs: number,
+    private readonly log: Logger,
+  ) {}
+
+  async start(): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO nodes (id, url, started_at, heartbeat_at, stopped_at) VALUES ($1, $2, now(), now(), NULL)
+       ON CONFLICT (id) DO UPDATE SET url = excluded.url, started_at = now(), heartbeat_at = now(), stopped_at = NULL`,
+      [this.nodeId, this.url],
+    );
+    this.timer ??= setInterval(() => void this.beat(), this.intervalMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    await this.pool
+      .query('UPDATE nodes SET stopped_at = now() WHERE id = $1', [this.nodeId])
+      .catch((error) => this.log.warn({ err: error }, 'could not mark the node stopped'));
+  }
+
+  private async beat(): Promise<void> {
+    try {
+      await this.pool.query('UPDATE nodes SET heartbeat_at = now() WHERE id = $1', [this.nodeId]);
+    } catch (error) {
+      this.log.warn({ err: error }, 'node heartbeat failed');
+    }
+  }
+}

@@ -1,0 +1,131 @@
+import type { SessionIdentity } from '../connections/connection.js';
+import type { Pool } from '../db/pool.js';
+import type { Logger } from '../log.js';
+import type { Presence, PresenceEntry, PresenceEvents } from './presence.js';
+
+interface LocalSession {
+  identity: SessionIdentity;
+  connectedAt: Date;
+  /** Set while the session is disconnected and inside its grace period. */
+  graceTimer?: NodeJS.Timeout;
+}
+
+export interface LocalPresenceOptions {
+  pool: Pool;
+  nodeId: string;
+  graceMs: number;
+  events: PresenceEvents;
+  log: Logger;
+}
+
+/**
+ * The single-node presence: this node's memory decides who is online, and the presence rows are written
+ * for visibility only. Gaps on 2+ nodes (what the smoke suite documents): `list` shows only this node's
+ * sessions; a session that reconnects to another node within the grace period gets a second `peer.joined`
+ * there and, when this node's grace timer fires, a false `peer.left`.
+ */
+export class LocalPresence implements Presence {
+  private readonly sessions = new Map<string, LocalSession>();
+
+  constructor(private readonly options: LocalPresenceOptions) {}
+
+  async start(): Promise<void> {
+    await this.options.pool.query('DELETE FROM presence WHERE node_id = $1', [this.options.nodeId]);
+  }
+
+  async attach(identity: SessionIdentity): Promise<{ reattached: boolean }> {
+    const known = this.sessions.get(identity.sessionId);
+    const reattached = known !== undefined;
+    if (known?.graceTimer) clearTimeout(known.graceTimer);
+    const session: LocalSession = { identity, connectedAt: known?.connectedAt ?? new Date() };
+    this.sessions.set(identity.sessionId, session);
+    await this.options.pool.query(
+      `INSERT INTO presence (session_id, mesh_id, member_id, node_id, name, groups, connected_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7)
+       ON CONFLICT (session_id) DO UPDATE
+         SET node_id = excluded.node_id, name = excluded.name, groups = excluded.groups, disconnected_at = NULL`,
+      [
+        identity.sessionId,
+        identity.meshId,
+        identity.memberId,
+        this.options.nodeId,
+        identity.name,
+        identity.groups,
+        session.connectedAt,
+      ],
+    );
+    if (!reattached) {
+      this.options.events(identity.meshId, {
+        type: 'peer.joined',
+        pubkey: identity.pubkey,
+        sessionId: identity.sessionId,
+        name: identity.name,
+      });
+    }
+    return { reattached };
+  }
+
+  async detach(identity: SessionIdentity): Promise<void> {
+    const session = this.sessions.get(identity.sessionId);
+    if (!session) return;
+    if (session.graceTimer) clearTimeout(session.graceTimer);
+    session.graceTimer = setTimeout(() => {
+      this.leave(identity).catch((error) => this.options.log.error({ err: error }, 'presence leave failed'));
+    }, this.options.graceMs);
+    session.graceTimer.unref();
+    await this.options.pool.query(
+      'UPDATE presence SET disconnected_at = now() WHERE session_id = $1 AND node_id = $2',
+      [identity.sessionId, this.options.nodeId],
+    );
+  }
+
+  async leave(identity: SessionIdentity): Promise<void> {
+    const session = this.sessions.get(identity.sessionId);
+    if (!session) return;
+    if (session.graceTimer) clearTimeout(session.graceTimer);
+    this.sessions.delete(identity.sessionId);
+    await this.options.pool.query('DELETE FROM presence WHERE session_id = $1 AND node_id = $2', [
+      identity.sessionId,
+      this.options.nodeId,
+    ]);
+    this.options.events(identity.meshId, {
+      type: 'peer.left',
+      pubkey: identity.pubkey,
+      sessionId: identity.sessionId,
+    });
+  }
+
+  async ownerOf(sessionId: string): Promise<number | undefined> {
+    const local = this.sessions.get(sessionId);
+    if (local) return local.identity.memberId;
+    // Another node's (or an earlier run's) row still names the session's member: never hand it to another.
+    const result = await this.options.pool.query<{ memberId: number }>(
+      'SELECT member_id AS "memberId" FROM presence WHERE session_id = $1',
+      [sessionId],
+    );
+    return result.rows[0]?.memberId;
+  }
+
+  async list(meshId: string): Promise<PresenceEntry[]> {
+    const entries: PresenceEntry[] = [];
+    for (const { identity, connectedAt } of this.sessions.values()) {
+      if (identity.meshId !== meshId) continue;
+      entries.push({
+        pubkey: identity.pubkey,
+        sessionId: identity.sessionId,
+        name: identity.name,
+        groups: identity.groups,
+        node: this.options.nodeId,
+        connectedAt: connectedAt.toISOString(),
+      });
+    }
+    return entries;
+  }
+
+  /** Node shutdown: forget every session of this node and clear only this node's rows. */
+  async close(): Promise<void> {
+    for (const session of this.sessions.values()) if (session.graceTimer) clearTimeout(session.graceTimer);
+    this.sessions.clear();
+    await this.options.pool.query('DELETE FROM presence WHERE node_id = $1', [this.options.nodeId]);
+  }
+}

@@ -1,0 +1,78 @@
+/**
+ * Inbound frame parsing shared by every handler: the envelope, the hello, and the field shapes that
+ * several frames use. A frame that fails its schema is answered with `bad_request` naming the field.
+ */
+import { z } from 'zod';
+import { ProtocolError } from './errors.js';
+
+export const hex = (bytes: number) =>
+  z.string().regex(new RegExp(`^[0-9a-f]{${bytes * 2}}$`), `must be ${bytes} bytes of lowercase hex`);
+export const uuid = z
+  .string()
+  .regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/, {
+    message: 'must be a UUID',
+  });
+export const rid = z.string().max(128).optional();
+export const groupName = z
+  .string()
+  .regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 letters, digits, "_", "." or "-"');
+
+export const helloFrame = z.object({
+  type: z.literal('hello'),
+  v: z.literal(1),
+  meshId: uuid,
+  pubkey: hex(32),
+  sessionId: uuid,
+  ts: z.number().int().nonnegative(),
+  nonce: hex(16),
+  sig: hex(64),
+  name: z.string().max(128).optional(),
+  groups: z.array(groupName).max(32).optional(),
+  resume: z.object({}).passthrough().optional(),
+  rid,
+});
+export type HelloFrame = z.infer<typeof helloFrame>;
+
+/** The first problem zod found, phrased for an `error` frame: which field, and what is wrong with it. */
+export function describe(error: z.ZodError, input: unknown): string {
+  const issue = error.issues[0];
+  if (!issue) return 'invalid frame';
+  const path = issue.path.join('.');
+  if (path && valueAt(input, issue.path) === undefined) return `missing field "${path}"`;
+  return path ? `field "${path}" ${issue.message}` : issue.message;
+}
+
+function valueAt(input: unknown, path: PropertyKey[]): unknown {
+  let value = input;
+  for (const key of path) {
+    if (typeof value !== 'object' || value === null) return undefined;
+    value = (value as Record<PropertyKey, unknown>)[key];
+  }
+  return value;
+}
+
+/** Parses a text frame into a JSON object, or throws `bad_request`. */
+export function parseJsonObject(text: string): Record<string, unknown> {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new ProtocolError('bad_request', 'invalid JSON');
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new ProtocolError('bad_request', 'a frame must be a JSON object');
+  }
+  return value as Record<string, unknown>;
+}
+
+/** The echo-able `rid` of a frame, if it carries a usable one. */
+export function ridOf(frame: Record<string, unknown>): string | undefined {
+  return typeof frame.rid === 'string' && frame.rid.length <= 128 ? frame.rid : undefined;
+}
+
+/** Parses `frame` with `schema`, or throws `bad_request` naming the first bad field. */
+export function parseWith<S extends z.ZodType>(schema: S, frame: unknown): z.infer<S> {
+  const result = schema.safeParse(frame);
+  if (!result.success) throw new ProtocolError('bad_request', describe(result.error, frame));
+  return result.data;
+}

@@ -1,0 +1,161 @@
+/**
+ * The WebSocket gateway: one socket's life on this node. It admits the hello, then reads frames one at a
+ * time (so a sender's frames are handled in the order sent), hands each to the router, and turns errors
+ * into `error` frames or close codes. It knows no feature: features register on the router.
+ */
+import type { FastifyRequest } from 'fastify';
+import type { RawData, WebSocket } from 'ws';
+import { Connection } from '../connections/connection.js';
+import type { ConnectionRegistry } from '../connections/registry.js';
+import type { HelloAdmission } from '../hello/admission.js';
+import { HelloRejected } from '../hello/admission.js';
+import type { Logger } from '../log.js';
+import type { BrokerMetrics } from '../metrics.js';
+import type { Presence } from '../presence/presence.js';
+import { CloseCode, ProtocolError } from '../protocol/errors.js';
+import { helloFrame, parseJsonObject, parseWith, ridOf } from '../protocol/frames.js';
+import type { Router } from './router.js';
+
+/** A socket that has not said hello by then is closed. */
+const HELLO_TIMEOUT_MS = 10_000;
+/** A socket that sends this many bad frames within a minute is abusing the protocol and is closed (4400). */
+const ERROR_BUDGET_PER_MINUTE = 100;
+
+export interface GatewayOptions {
+  nodeId: string;
+  heartbeatMs: number;
+  admission: HelloAdmission;
+  presence: Presence;
+  connections: ConnectionRegistry;
+  router: Router;
+  metrics: BrokerMetrics;
+  log: Logger;
+  /** Runs after `welcome`: replays what the session is owed, then ends the catch-up begun at admission. */
+  onSessionStart: (connection: Connection) => Promise<void>;
+}
+
+export class Gateway {
+  private draining = false;
+
+  constructor(private readonly options: GatewayOptions) {}
+
+  accept(socket: WebSocket, request: FastifyRequest): void {
+    const { connections, log } = this.options;
+    if (this.draining) {
+      socket.close(CloseCode.draining, 'node draining');
+      return;
+    }
+    const connection = new Connection(socket, log.child({ remote: request.ip }));
+    connections.addPending(connection);
+    const helloTimer = setTimeout(() => {
+      if (!connection.identity) connection.close(CloseCode.helloRejected, 'no hello in time');
+    }, HELLO_TIMEOUT_MS);
+    helloTimer.unref();
+
+    let queue = Promise.resolve();
+    let errors = 0;
+    let errorWindowStart = Date.now();
+    const countError = () => {
+      if (Date.now() - errorWindowStart > 60_000) {
+        errors = 0;
+        errorWindowStart = Date.now();
+      }
+      if (++errors > ERROR_BUDGET_PER_MINUTE)
+        connection.close(CloseCode.protocolAbuse, 'too many bad frames');
+    };
+
+    socket.on('message', (data: RawData, isBinary: boolean) => {
+      // One frame at a time per socket: keeps per-sender order and bounds a socket's concurrency to one.
+      queue = queue.then(() => this.onFrame(connection, data, isBinary, countError));
+    });
+    socket.on('close', () => {
+      clearTimeout(helloTimer);
+      queue = queue.then(() => this.onClose(connection));
+    });
+    socket.on('error', (error) => log.debug({ err: error, connection: connection.id }, 'socket error'));
+  }
+
+  /** Drain: refuse new sockets and tell every peer to reconnect elsewhere (1001). */
+  drain(): void {
+    this.draining = true;
+    for (const connection of this.options.connections.all())
+      connection.close(CloseCode.draining, 'node draining');
+  }
+
+  private async onFrame(connection: Connection, data: RawData, isBinary: boolean, countError: () => void) {
+    let rid: string | undefined;
+    try {
+      if (isBinary) throw new ProtocolError('bad_request', 'binary frames are not part of the protocol');
+      const frame = parseJsonObject(data.toString());
+      rid = ridOf(frame);
+      if (typeof frame.type !== 'string') throw new ProtocolError('bad_request', 'missing field "type"');
+      if (!connection.identity) {
+        if (frame.type !== 'hello') throw new ProtocolError('no_hello', 'the first frame must be a hello');
+        await this.hello(connection, frame);
+        return;
+      }
+      if (frame.type === 'hello')
+        throw new ProtocolError('bad_request', 'hello already accepted on this socket');
+      if (!this.options.router.has(frame.type)) {
+        throw new ProtocolError('unknown_type', `unknown frame type "${frame.type.slice(0, 64)}"`);
+      }
+      const reply = await this.options.router.handle(frame.type, frame, {
+        connection,
+        identity: connection.identity,
+      });
+      if (reply) connection.send(rid === undefined ? reply : { ...reply, rid });
+    } catch (error) {
+      if (error instanceof HelloRejected) {
+        this.options.metrics.helloRejections.inc({ reason: error.reason });
+        connection.close(error.closeCode, error.reason);
+        return;
+      }
+      if (!(error instanceof ProtocolError)) {
+        connection.log.error({ err: error, connection: connection.id }, 'request failed');
+      }
+      const code = error instanceof ProtocolError ? error.code : 'internal';
+      const message = error instanceof ProtocolError ? error.message : 'internal error';
+      this.options.metrics.frameErrors.inc({ code });
+      connection.send({ type: 'error', code, message, ...(rid === undefined ? {} : { rid }) });
+      countError();
+    }
+  }
+
+  private async hello(connection: Connection, frame: Record<string, unknown>): Promise<void> {
+    const { admission, connections, presence, metrics, nodeId, heartbeatMs } = this.options;
+    const hello = parseWith(helloFrame, frame);
+    const identity = await admission.admit(hello);
+    if (!connection.isOpen) return;
+    connection.identity = identity;
+    // Hold live messages from the moment delivery can see this socket until the backlog replay is done;
+    // otherwise a live message could overtake older ones of the same sender still in the backlog.
+    connection.beginCatchUp();
+    const previous = connections.session(identity.sessionId);
+    connections.add(connection);
+    // Same member, same session: the newer connection wins (admission refused any other member).
+    previous?.close(CloseCode.sessionReplaced, 'session replaced by a newer connection');
+    metrics.connections.inc({ mesh: identity.meshId });
+    const { reattached } = await presence.attach(identity);
+    connection.send({
+      type: 'welcome',
+      v: 1,
+      meshId: identity.meshId,
+      sessionId: identity.sessionId,
+      node: nodeId,
+      resumed: reattached,
+      heartbeatMs,
+      ...(hello.rid === undefined ? {} : { rid: hello.rid }),
+    });
+    await this.options.onSessionStart(connection);
+  }
+
+  private async onClose(connection: Connection): Promise<void> {
+    const { connections, presence, metrics, log } = this.options;
+    const identity = connection.identity;
+    const wasCurrent = connections.remove(connection);
+    if (!identity) return;
+    metrics.connections.dec({ mesh: identity.meshId });
+    if (!wasCurrent || this.draining) return; // replaced by a newer socket, or the node is shutting down
+    await presence.detach(identity).catch((error) => log.error({ err: error }, 'presence detach failed'));
+  }
+}

@@ -1,0 +1,55 @@
+#!/usr/bin/env node
+/**
+ * The `workbench` command. Each subcommand lives in its own module; this file only dispatches and turns
+ * errors into messages and exit codes (1: the command failed, 2: it was called wrongly).
+ */
+import { ConfigError } from '../broker/config.js';
+import { UsageError } from './args.js';
+import { brokerCommand } from './commands/broker.js';
+import { meshCommand } from './commands/mesh.js';
+import { migrateCommand } from './commands/migrate.js';
+
+const USAGE = `usage: workbench <command> [options]
+
+commands:
+  broker                          run one broker node (configured from the environment, see README)
+  migrate [--database-url URL]    create the database if needed and apply the migrations
+  mesh create NAME --members K [--out FILE] [--database-url URL]
+                                  create a mesh with K members and fresh ed25519 keys`;
+
+const commands: Record<string, (argv: string[]) => Promise<number | undefined>> = {
+  broker: brokerCommand,
+  migrate: migrateCommand,
+  mesh: meshCommand,
+};
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    console.log(USAGE);
+    return name === undefined ? 2 : 0;
+  }
+  const command = commands[name];
+  if (!command) {
+    console.error(`workbench: unknown command "${name}"\n\n${USAGE}`);
+    return 2;
+  }
+  try {
+    return (await command(rest)) ?? 0;
+  } catch (error) {
+    if (error instanceof UsageError) {
+      console.error(`workbench ${name}: ${error.message}\n\n${USAGE}`);
+      return 2;
+    }
+    if (error instanceof ConfigError) {
+      console.error(`workbench ${name}: configuration error: ${error.message}`);
+      return 2;
+    }
+    console.error(`workbench ${name}: ${(error as Error).message}`);
+    return 1;
+  }
+}
+
+main(process.argv.slice(2)).then((code) => {
+  process.exitCode = code;
+});

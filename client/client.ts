@@ -1,0 +1,301 @@
+/**
+ * The peer SDK: one logical session of a mesh member over a WebSocket that may be replaced many times.
+ * It signs the hello, reconnects with backoff and jitter over a list of URLs, resumes (the broker
+ * replays what is unacked), drops duplicate messages by messageId, acks, and matches replies to requests
+ * by `rid`. It neither knows nor cares which node or phase it talks to.
+ */
+import { randomUUID } from 'node:crypto';
+import WebSocket from 'ws';
+import { RecentIds } from './dedup.js';
+import { Emitter } from './emitter.js';
+import type { ErrorFrame, Frame, Message, Peer, PeerJoined, PeerLeft, Sent, Welcome } from './frames.js';
+import { signHello } from './keys.js';
+
+export interface MeshClientOptions {
+  /** WebSocket URLs (`ws://host:port/ws`), tried in turn; a load balancer URL alone is fine. */
+  urls: string[];
+  meshId: string;
+  keys: { pubkey: string; secretKey: string };
+  /** Stays the same across reconnects; a fresh UUID by default. */
+  sessionId?: string;
+  name?: string;
+  groups?: string[];
+  /** Ack each message once the `message` listeners ran (default true). */
+  autoAck?: boolean;
+  /** Default timeout of `request` (default 10 s). */
+  requestTimeoutMs?: number;
+  /** Reconnect after a lost connection (default on). */
+  reconnect?: boolean;
+  /** Backoff: first delay and cap; each attempt waits a random time up to min(cap, first × 2^attempt). */
+  backoff?: { initialMs?: number; maxMs?: number };
+}
+
+export interface ClientEvents {
+  welcome: Welcome;
+  message: Message;
+  'peer.joined': PeerJoined;
+  'peer.left': PeerLeft;
+  /** Every frame the broker sends, including the ones with their own event. */
+  frame: Frame;
+  /** An error frame that answers no pending request. */
+  error: ErrorFrame;
+  disconnected: { code: number; reason: string; willReconnect: boolean };
+  reconnecting: { attempt: number; delayMs: number; url: string };
+  /** The client stopped for good: `close()` was called, or the broker refused the session. */
+  closed: { code: number; reason: string };
+}
+
+/** An `error` frame in reply to a request, or a request that could not complete. */
+export class MeshRequestError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(`${code}: ${message}`);
+    this.name = 'MeshRequestError';
+  }
+}
+
+/** Close codes after which reconnecting would not help (PROTOCOL.md § Transport). */
+const FATAL_CLOSE_CODES = new Set([4400, 4401, 4403, 4409]);
+
+interface PendingRequest {
+  frame: Frame;
+  resolve: (reply: Frame) => void;
+  reject: (error: Error) => void;
+  timer: ReturnType<typeof setTimeout>;
+  /** Sent again after a reconnect (idempotent requests only, such as `send` with its id). */
+  retry: boolean;
+  /** Written to a socket; a request made while disconnected waits for the next welcome. */
+  written: boolean;
+}
+
+export class MeshClient extends Emitter<ClientEvents> {
+  readonly sessionId: string;
+  private socket: WebSocket | undefined;
+  private welcome: Welcome | undefined;
+  private readonly pending = new Map<string, PendingRequest>();
+  private readonly seen = new RecentIds();
+  /** Messages that arrived while nobody listened: held (and not acked) until a listener attaches. */
+  private readonly unheard: Message[] = [];
+  private nextRid = 1;
+  private urlIndex = 0;
+  private attempt = 0;
+  private stopped = false;
+  private reconnectTimer: ReturnType<typeof setTimeout> | undefined;
+  private firstWelcome: { resolve: (w: Welcome) => void; reject: (e: Error) => void } | undefined;
+
+  constructor(private readonly options: MeshClientOptions) {
+    super();
+    if (options.urls.length === 0) throw new Error('MeshClient needs at least one URL');
+    this.sessionId = options.sessionId ?? randomUUID();
+  }
+
+  /** The node holding the current connection, once welcomed. */
+  get node(): string | undefined {
+    return this.welcome?.node;
+  }
+
+  get connected(): boolean {
+    return this.welcome !== undefined && this.socket?.readyState === WebSocket.OPEN;
+  }
+
+  override on<K extends keyof ClientEvents>(
+    event: K,
+    listener: (payload: ClientEvents[K]) => void,
+  ): () => void {
+    const off = super.on(event, listener);
+    if (event === 'message' && this.unheard.length > 0) {
+      // After the caller's current code has run, so it can attach its other listeners first.
+      queueMicrotask(() => {
+        for (const message of this.unheard.splice(0)) this.onMessage(message);
+      });
+    }
+    return off;
+  }
+
+  /** Opens the session; resolves on the first `welcome`, rejects if the broker refuses the hello. */
+  connect(): Promise<Welcome> {
+    if (this.welcome) return Promise.resolve(this.welcome);
+    const promise = new Promise<Welcome>((resolve, reject) => {
+      this.firstWelcome = { resolve, reject };
+    });
+    this.open(false);
+    return promise;
+  }
+
+  /** Sends a request and resolves with its reply; an `error` reply rejects with MeshRequestError. */
+  request<T extends Frame = Frame>(
+    frame: Frame,
+    options: { timeoutMs?: number; retry?: boolean } = {},
+  ): Promise<T> {
+    const rid = `r${this.nextRid++}`;
+    const outgoing = { ...frame, rid };
+    return new Promise<T>((resolve, reject) => {
+      const timeoutMs = options.timeoutMs ?? this.options.requestTimeoutMs ?? 10_000;
+      const timer = setTimeout(() => {
+        this.pending.delete(rid);
+        reject(new MeshRequestError('timeout', `no reply to ${frame.type} within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.pending.set(rid, {
+        frame: outgoing,
+        resolve: resolve as (reply: Frame) => void,
+        reject,
+        timer,
+        retry: options.retry ?? false,
+        written: false,
+      });
+      if (this.connected) this.writeRequest(rid);
+    });
+  }
+
+  /** A durable message. `id` makes a retry safe; the SDK retries across reconnects until a `sent`. */
+  send(to: string, body: string, options: { id?: string; timeoutMs?: number } = {}): Promise<Sent> {
+    const id = options.id ?? randomUUID();
+    return this.request<Sent & Frame>(
+      { type: 'send', id, to, body },
+      { retry: true, timeoutMs: options.timeoutMs },
+    );
+  }
+
+  ack(messageId: string): void {
+    this.write({ type: 'ack', messageId });
+  }
+
+  async peers(): Promise<Peer[]> {
+    const reply = await this.request<Frame & { peers: Peer[] }>({ type: 'peers.list' });
+    return reply.peers;
+  }
+
+  /** Writes a frame as is (no rid, no reply expected). Dropped when not connected. */
+  write(frame: Frame): void {
+    if (this.socket?.readyState === WebSocket.OPEN) this.socket.send(JSON.stringify(frame));
+  }
+
+  /** Ends the session for good: no reconnect; pending requests fail. */
+  close(): void {
+    this.stop(1000, 'client closed');
+    this.socket?.close(1000, 'client closed');
+  }
+
+  private writeRequest(rid: string): void {
+    const request = this.pending.get(rid);
+    if (!request) return;
+    request.written = true;
+    this.write(request.frame);
+  }
+
+  private open(resume: boolean): void {
+    const url = this.options.urls[this.urlIndex % this.options.urls.length]!;
+    const socket = new WebSocket(url);
+    this.socket = socket;
+    socket.onopen = () => {
+      const { meshId, keys, name, groups } = this.options;
+      const hello = signHello(keys, meshId, this.sessionId);
+      socket.send(
+        JSON.stringify({
+          type: 'hello',
+          v: 1,
+          ...hello,
+          ...(name === undefined ? {} : { name }),
+          ...(groups === undefined ? {} : { groups }),
+          ...(resume ? { resume: {} } : {}),
+        }),
+      );
+    };
+    socket.onmessage = (event) => this.onFrame(String(event.data));
+    socket.onerror = () => {}; // a close event always follows; handled there
+    socket.onclose = (event) => {
+      if (this.socket !== socket) return;
+      this.onClose(event.code, event.reason);
+    };
+  }
+
+  private onFrame(text: string): void {
+    let frame: Frame;
+    try {
+      frame = JSON.parse(text) as Frame;
+    } catch {
+      return;
+    }
+    this.emit('frame', frame);
+    if (frame.rid !== undefined && frame.type !== 'welcome') {
+      const request = this.pending.get(frame.rid);
+      if (request) {
+        this.pending.delete(frame.rid);
+        clearTimeout(request.timer);
+        if (frame.type === 'error') {
+          const error = frame as unknown as ErrorFrame;
+          request.reject(new MeshRequestError(error.code, error.message));
+        } else request.resolve(frame);
+        return;
+      }
+    }
+    if (frame.type === 'welcome') this.onWelcome(frame as unknown as Welcome);
+    else if (frame.type === 'message') this.onMessage(frame as unknown as Message);
+    else if (frame.type === 'peer.joined') this.emit('peer.joined', frame as unknown as PeerJoined);
+    else if (frame.type === 'peer.left') this.emit('peer.left', frame as unknown as PeerLeft);
+    else if (frame.type === 'error') this.emit('error', frame as unknown as ErrorFrame);
+  }
+
+  private onWelcome(welcome: Welcome): void {
+    this.welcome = welcome;
+    this.attempt = 0;
+    for (const [rid, request] of this.pending) if (request.retry || !request.written) this.writeRequest(rid);
+    this.emit('welcome', welcome);
+    this.firstWelcome?.resolve(welcome);
+    this.firstWelcome = undefined;
+  }
+
+  private onMessage(message: Message): void {
+    if (this.listenerCount('message') === 0) {
+      this.unheard.push(message);
+      return;
+    }
+    const fresh = this.seen.add(message.messageId);
+    if (fresh) this.emit('message', message);
+    // Acked even when a duplicate: the broker redelivers until it hears the ack.
+    if (this.options.autoAck !== false) this.ack(message.messageId);
+  }
+
+  private onClose(code: number, reason: string): void {
+    const wasWelcomed = this.welcome !== undefined;
+    this.welcome = undefined;
+    for (const [rid, request] of this.pending) {
+      if (request.retry || !request.written) continue;
+      this.pending.delete(rid);
+      clearTimeout(request.timer);
+      request.reject(new MeshRequestError('disconnected', `connection closed (${code}) before a reply`));
+    }
+    const fatal = FATAL_CLOSE_CODES.has(code);
+    const willReconnect = !this.stopped && !fatal && this.options.reconnect !== false;
+    if (!this.stopped) this.emit('disconnected', { code, reason, willReconnect });
+    if (!willReconnect) {
+      this.stop(code, reason);
+      return;
+    }
+    // A draining node (1001) asks us to go elsewhere at once; anything else backs off.
+    this.urlIndex++;
+    const { initialMs = 100, maxMs = 5000 } = this.options.backoff ?? {};
+    const delayMs =
+      code === 1001 && wasWelcomed ? 0 : Math.random() * Math.min(maxMs, initialMs * 2 ** this.attempt);
+    this.attempt++;
+    const url = this.options.urls[this.urlIndex % this.options.urls.length]!;
+    this.emit('reconnecting', { attempt: this.attempt, delayMs, url });
+    this.reconnectTimer = setTimeout(() => this.open(true), delayMs);
+  }
+
+  private stop(code: number, reason: string): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    clearTimeout(this.reconnectTimer);
+    for (const request of this.pending.values()) {
+      clearTimeout(request.timer);
+      request.reject(new MeshRequestError('closed', `client closed (${code} ${reason})`));
+    }
+    this.pending.clear();
+    this.firstWelcome?.reject(new MeshRequestError('closed', `connection refused (${code} ${reason})`));
+    this.firstWelcome = undefined;
+    this.emit('closed', { code, reason });
+  }
+}

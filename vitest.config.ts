@@ -1,0 +1,14 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['tests/**/*.test.ts'],
+    // Each file gets its own database and Redis prefix, so files run in parallel safely.
+    pool: 'forks',
+    fileParallelism: true,
+    maxWorkers: 3,
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+    reporters: ['default'],
+  },
+});
