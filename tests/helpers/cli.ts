@@ -1,0 +1,105 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { packageRoot } from '../../broker/paths.js';
+import { ADMIN_TOKEN } from './broker.js';
+import { freePort } from './ports.js';
+import { waitFor } from './wait.js';
+
+/** The compiled `workbench` command, as installed by the package's `bin`. */
+export const WORKBENCH = join(packageRoot(), 'dist', 'cli', 'main.js');
+
+function requireBuild(): void {
+  if (!existsSync(WORKBENCH)) throw new Error(`${WORKBENCH} is missing: run "npm run build" first`);
+}
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `workbench ARGS` to completion. */
+export function runWorkbench(
+  args: string[],
+  env: Record<string, string> = {},
+  cwd?: string,
+): Promise<CliResult> {
+  requireBuild();
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [WORKBENCH, ...args], {
+      env: { ...process.env, ...env },
+      cwd,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => {
+      stdout += chunk;
+    });
+    child.stderr.on('data', (chunk) => {
+      stderr += chunk;
+    });
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+export interface NodeProcess {
+  process: ChildProcess;
+  nodeId: string;
+  url: string;
+  wsUrl: string;
+  output(): string;
+  /** Resolves with the exit code (or signal name) once the process is gone. */
+  exited: Promise<number | string | null>;
+}
+
+/** `workbench broker` as its own process (compiled JavaScript), ready once /health answers 200. */
+export async function spawnBrokerProcess(
+  databaseUrl: string,
+  env: Record<string, string> = {},
+): Promise<NodeProcess> {
+  requireBuild();
+  const port = await freePort();
+  const nodeId = env.NODE_ID ?? `proc-${port}`;
+  const child = spawn(process.execPath, [WORKBENCH, 'broker'], {
+    env: {
+      ...process.env,
+      DATABASE_URL: databaseUrl,
+      PORT: String(port),
+      NODE_ID: nodeId,
+      ADMIN_TOKEN,
+      REDIS_KEY_PREFIX: `wbtest:${nodeId}:`,
+      LOG_LEVEL: 'info',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (chunk) => {
+    output += chunk;
+  });
+  child.stderr!.on('data', (chunk) => {
+    output += chunk;
+  });
+  const exited = new Promise<number | string | null>((resolve) =>
+    child.on('exit', (code, signal) => resolve(code ?? signal)),
+  );
+  const url = `http://127.0.0.1:${port}`;
+  let gone = false;
+  void exited.then(() => {
+    gone = true;
+  });
+  await waitFor(
+    async () => {
+      if (gone) throw new Error(`broker exited during start:\n${output}`);
+      return fetch(`${url}/health`).then(
+        (r) => r.status === 200,
+        () => false,
+      );
+    },
+    { timeoutMs: 20_000, what: `node ${nodeId} healthy` },
+  );
+  return { process: child, nodeId, url, wsUrl: `ws://127.0.0.1:${port}/ws`, output: () => output, exited };
+}

@@ -1,0 +1,52 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestNode, type TestNode } from '../helpers/broker.js';
+import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
+import { ThrowawayPostgres } from '../helpers/pg-cluster.js';
+import { waitFor } from '../helpers/wait.js';
+
+let postgres: ThrowawayPostgres;
+let node: TestNode;
+
+beforeAll(async () => {
+  postgres = await ThrowawayPostgres.create();
+  node = await startTestNode(postgres.url);
+});
+afterAll(async () => {
+  closeAllClients();
+  await node?.stop();
+  postgres?.destroy();
+});
+
+async function health() {
+  const response = await fetch(`${node.url}/health`);
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+}
+
+describe('/health', () => {
+  it('answers 200 with node, db and redis while Postgres answers', async () => {
+    expect(await health()).toEqual({
+      status: 200,
+      body: { status: 'ok', node: node.nodeId, db: 'up', redis: 'up' },
+    });
+  });
+
+  it('answers 503 while Postgres is down and 200 again once it is back, without a restart', async () => {
+    postgres.stop();
+    const down = await waitFor(async () => {
+      const h = await health();
+      return h.status === 503 ? h : undefined;
+    });
+    expect(down.body).toMatchObject({ status: 'unavailable', node: node.nodeId, db: 'down' });
+    expect(await (await fetch(`${node.url}/metrics`)).text()).toMatch(/mesh_broker_db_up\{node="[^"]+"\} 0/);
+
+    postgres.start();
+    await waitFor(async () => (await health()).status === 200, { timeoutMs: 15_000, what: 'health 200' });
+    // And the node really serves again: a peer connects and messages flow.
+    const mesh = await createMesh(node, 2);
+    const a = await connectPeer(node.wsUrl, mesh, mesh.members[0]!);
+    const b = await connectPeer(node.wsUrl, mesh, mesh.members[1]!);
+    const got = b.next('message');
+    await a.send(mesh.members[1]!.pubkey, 'after the outage');
+    expect((await got).body).toBe('after the outage');
+  });
+});
