@@ -83,6 +83,8 @@ export class MeshClient extends Emitter<ClientEvents> {
   private attempt = 0;
   private stopped = false;
   private reconnectTimer: ReturnType<typeof setTimeout> | undefined;
+  private watchdog: ReturnType<typeof setInterval> | undefined;
+  private lastFrameAt = 0;
   private firstWelcome: { resolve: (w: Welcome) => void; reject: (e: Error) => void } | undefined;
 
   constructor(private readonly options: MeshClientOptions) {
@@ -212,6 +214,7 @@ export class MeshClient extends Emitter<ClientEvents> {
   }
 
   private onFrame(text: string): void {
+    this.lastFrameAt = Date.now();
     let frame: Frame;
     try {
       frame = JSON.parse(text) as Frame;
@@ -240,6 +243,7 @@ export class MeshClient extends Emitter<ClientEvents> {
 
   private onWelcome(welcome: Welcome): void {
     this.welcome = welcome;
+    this.startWatchdog(welcome.heartbeatMs);
     this.attempt = 0;
     for (const [rid, request] of this.pending) if (request.retry || !request.written) this.writeRequest(rid);
     this.emit('welcome', welcome);
@@ -258,7 +262,25 @@ export class MeshClient extends Emitter<ClientEvents> {
     if (this.options.autoAck !== false) this.ack(message.messageId);
   }
 
+  /**
+   * Every heartbeat the client pings; a connection that has said nothing for two heartbeats is dead
+   * (the network went away silently) and is replaced, as after any other loss.
+   */
+  private startWatchdog(heartbeatMs: number): void {
+    clearInterval(this.watchdog);
+    const socket = this.socket;
+    this.watchdog = setInterval(() => {
+      if (this.socket !== socket) return;
+      if (Date.now() - this.lastFrameAt > 2 * heartbeatMs) {
+        socket?.terminate();
+        return;
+      }
+      this.write({ type: 'ping' });
+    }, heartbeatMs);
+  }
+
   private onClose(code: number, reason: string): void {
+    clearInterval(this.watchdog);
     const wasWelcomed = this.welcome !== undefined;
     this.welcome = undefined;
     for (const [rid, request] of this.pending) {
@@ -288,6 +310,7 @@ export class MeshClient extends Emitter<ClientEvents> {
   private stop(code: number, reason: string): void {
     if (this.stopped) return;
     this.stopped = true;
+    clearInterval(this.watchdog);
     clearTimeout(this.reconnectTimer);
     for (const request of this.pending.values()) {
       clearTimeout(request.timer);

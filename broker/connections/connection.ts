@@ -38,6 +38,8 @@ export class Connection {
   readonly id = nextConnectionId++;
   readonly openedAt = Date.now();
   identity: SessionIdentity | undefined;
+  /** Cleared when a ping goes out, set by the pong: a socket still false at the next ping is dead. */
+  alive = true;
   private catchingUp: MessageFrame[] | undefined;
   private readonly sentDuringCatchUp = new Set<string>();
 

@@ -36,8 +36,14 @@ export interface GatewayOptions {
 
 export class Gateway {
   private draining = false;
+  private readonly liveness: NodeJS.Timeout;
 
-  constructor(private readonly options: GatewayOptions) {}
+  constructor(private readonly options: GatewayOptions) {
+    // A peer whose network died says nothing; a WebSocket ping it cannot answer within one interval
+    // ends its socket, so its presence enters the grace period instead of lingering forever.
+    this.liveness = setInterval(() => this.checkLiveness(), options.heartbeatMs);
+    this.liveness.unref();
+  }
 
   accept(socket: WebSocket, request: FastifyRequest): void {
     const { connections, log } = this.options;
@@ -72,14 +78,30 @@ export class Gateway {
       clearTimeout(helloTimer);
       queue = queue.then(() => this.onClose(connection));
     });
+    socket.on('pong', () => {
+      connection.alive = true;
+    });
     socket.on('error', (error) => log.debug({ err: error, connection: connection.id }, 'socket error'));
   }
 
   /** Drain: refuse new sockets and tell every peer to reconnect elsewhere (1001). */
   drain(): void {
     this.draining = true;
+    clearInterval(this.liveness);
     for (const connection of this.options.connections.all())
       connection.close(CloseCode.draining, 'node draining');
+  }
+
+  private checkLiveness(): void {
+    for (const connection of this.options.connections.all()) {
+      if (!connection.alive) {
+        connection.log.info({ connection: connection.id }, 'peer did not answer a ping; dropping its socket');
+        connection.socket.terminate();
+        continue;
+      }
+      connection.alive = false;
+      if (connection.isOpen) connection.socket.ping();
+    }
   }
 
   private async onFrame(connection: Connection, data: RawData, isBinary: boolean, countError: () => void) {

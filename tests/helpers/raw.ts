@@ -27,8 +27,9 @@ export class RawSocket {
     });
   }
 
-  static async open(url: string): Promise<RawSocket> {
-    const socket = new WebSocket(url);
+  /** `autoPong: false` makes a peer that never answers pings, like one whose network died. */
+  static async open(url: string, options: { autoPong?: boolean } = {}): Promise<RawSocket> {
+    const socket = new WebSocket(url, { autoPong: options.autoPong ?? true });
     socket.on('error', () => {});
     const raw = new RawSocket(socket);
     await new Promise<void>((resolve, reject) => {
