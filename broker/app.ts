@@ -1,35 +1,41 @@
 /**
- * The composition root of a broker node: builds every module, chooses each state row's implementation
- * (only the local ones exist so far), wires them to the gateway and the HTTP routes, and owns the start
- * and drain order. No other file knows more than one module.
+ * The composition root of a broker node: builds the infrastructure and the state-row modules, wires
+ * them to the gateway and the HTTP routes, and owns the start and drain order. Feature modules only
+ * register their frames; none of them knows another.
  */
 import websocket from '@fastify/websocket';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import { Redis } from 'ioredis';
 import { z } from 'zod';
+import { registerAuditFrames } from './audit/frames.js';
+import { registerClockFrames } from './clock/frames.js';
 import type { BrokerConfig } from './config.js';
 import type { Connection } from './connections/connection.js';
 import { ConnectionRegistry } from './connections/registry.js';
 import { runMigrations } from './db/migrate.js';
 import { createPool } from './db/pool.js';
-import type { Delivery } from './delivery/delivery.js';
-import { LocalDelivery } from './delivery/delivery.local.js';
 import { registerMessaging, replayBacklog } from './delivery/messaging.js';
 import { MessageStore } from './delivery/store.js';
 import { HelloAdmission } from './hello/admission.js';
-import { LocalNonceGuard } from './hello/nonces.local.js';
 import { registerAdmin } from './http/admin.js';
 import { registerErrorHandler } from './http/errors.js';
 import { registerHealth } from './http/health.js';
+import { registerHook } from './http/hook.js';
 import { Directory } from './identity/directory.js';
 import { createLogger, type Logger } from './log.js';
+import { registerMcpFrames } from './mcp/frames.js';
 import { BrokerMetrics } from './metrics.js';
+import { createLocalModules, type StateModules } from './modules.js';
 import { NodeHeartbeat } from './nodes/heartbeat.js';
 import { registerPresenceFrames } from './presence/frames.js';
-import type { Presence, PresenceFrame } from './presence/presence.js';
-import { LocalPresence } from './presence/presence.local.js';
+import type { PresenceFrame } from './presence/presence.js';
 import { CloseCode } from './protocol/errors.js';
 import { rid } from './protocol/frames.js';
+import { registerScheduleFrames } from './schedules/frames.js';
+import { ScheduleStore } from './schedules/store.js';
+import { registerStreamFrames } from './streams/frames.js';
+import { registerWatchFrames } from './watches/frames.js';
+import { WatchStore } from './watches/store.js';
 import { Gateway } from './ws/gateway.js';
 import { Router } from './ws/router.js';
 
@@ -69,40 +75,113 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
   const metrics = new BrokerMetrics(config.nodeId);
   const connections = new ConnectionRegistry();
   const directory = new Directory(pool);
-  const store = new MessageStore(pool);
-  const router = new Router();
+  const messages = new MessageStore(pool);
+  const schedules = new ScheduleStore(pool);
+  const watchStore = new WatchStore(pool);
 
-  const broadcastPresence = (meshId: string, frame: PresenceFrame) => {
+  // The one inbound path: every module reaches this node's sockets through these sinks.
+  const toMesh = (meshId: string, frame: object, exceptSession?: string) => {
     for (const connection of connections.ofMesh(meshId)) {
-      if (connection.identity?.sessionId !== frame.sessionId) connection.send(frame);
+      if (connection.identity?.sessionId !== exceptSession) connection.send(frame);
     }
   };
-  const presence: Presence = new LocalPresence({
+  const toSession = (sessionId: string, frame: object) => connections.session(sessionId)?.send(frame);
+  const onPresence = (meshId: string, frame: PresenceFrame) => {
+    toMesh(meshId, frame, frame.sessionId);
+    if (frame.type === 'peer.status') return;
+    modules.audit.record({
+      meshId,
+      eventType: frame.type,
+      actor: frame.pubkey,
+      payload: { sessionId: frame.sessionId, node: config.nodeId },
+    });
+    if (frame.type === 'peer.left') void sessionEnded(meshId, frame.sessionId);
+  };
+  const modules: StateModules = createLocalModules({
+    config,
     pool,
-    nodeId: config.nodeId,
-    graceMs: config.presenceGraceMs,
-    events: broadcastPresence,
     log,
+    metrics,
+    connections,
+    messages,
+    schedules,
+    watchStore,
+    sinks: {
+      presenceEvents: onPresence,
+      toSession,
+      toMesh,
+      streams: (sessionIds, frame) => {
+        for (const sessionId of sessionIds) toSession(sessionId, frame);
+      },
+    },
   });
-  const delivery: Delivery = new LocalDelivery(connections, (path, count) =>
-    metrics.deliveries.inc({ path }, count),
-  );
-  const nonces = new LocalNonceGuard(2 * config.helloSkewMs);
 
-  registerMessaging(router, { store, delivery: () => delivery, metrics, maxBodyBytes: config.maxBodyBytes });
-  registerPresenceFrames(router, presence);
+  /** A session left for good: everything it held on this node ends with it. */
+  const sessionEnded = async (meshId: string, sessionId: string) => {
+    try {
+      await modules.streams.sessionEnded(meshId, sessionId);
+      await modules.mcp.sessionEnded(meshId, sessionId);
+      await modules.watches.sessionEnded(meshId, sessionId);
+      await modules.clocks.meshIdle(meshId);
+    } catch (error) {
+      log.warn({ err: error, sessionId }, 'cleaning up after a session failed');
+    }
+  };
+
+  const router = new Router();
+  registerMessaging(router, {
+    store: messages,
+    delivery: () => modules.delivery,
+    limits: () => modules.limits,
+    audit: modules.audit,
+    metrics,
+    maxBodyBytes: config.maxBodyBytes,
+  });
+  registerPresenceFrames(router, modules.presence);
+  registerStreamFrames(router, () => modules.streams, metrics);
+  registerClockFrames(router, () => modules.clocks);
+  registerMcpFrames(router, () => modules.mcp, modules.audit);
+  registerScheduleFrames(router, {
+    store: schedules,
+    scheduler: () => modules.scheduler,
+    directory,
+    audit: modules.audit,
+    maxPerMember: config.scheduleMaxPerMember,
+    maxBodyBytes: config.maxBodyBytes,
+  });
+  registerWatchFrames(router, {
+    store: watchStore,
+    runner: () => modules.watches,
+    audit: modules.audit,
+    nodeId: config.nodeId,
+    limits: { perMember: config.watchMaxPerMember, perMesh: config.watchMaxPerMesh },
+    allowPrivate: config.watchAllowPrivate,
+  });
+  registerAuditFrames(router, pool, () => modules.audit);
   router.on('ping', pingFrame, async () => ({ type: 'pong', ts: Date.now() }));
 
   const gateway = new Gateway({
     nodeId: config.nodeId,
     heartbeatMs: config.heartbeatMs,
-    admission: new HelloAdmission({ directory, nonces, presence, skewMs: config.helloSkewMs }),
-    presence,
+    admission: new HelloAdmission({
+      directory,
+      nonces: modules.nonces,
+      presence: modules.presence,
+      skewMs: config.helloSkewMs,
+    }),
+    presence: modules.presence,
+    cap: modules.cap,
     connections,
     router,
     metrics,
     log,
-    onSessionStart: (connection: Connection) => replayBacklog(connection, store, metrics),
+    onSessionStart: async (connection: Connection) => {
+      const identity = connection.identity!;
+      await modules.mcp.hostReconnected(identity);
+      await modules.clocks.meshActive(identity.meshId);
+      await replayBacklog(connection, messages, metrics);
+    },
+    onSocketClosed: (identity) => modules.mcp.hostDisconnected(identity),
   });
 
   let draining = false;
@@ -118,6 +197,12 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
   app.get('/metrics', async (_request, reply) =>
     reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),
   );
+  registerHook(
+    app,
+    () => modules.presence,
+    () => modules.limits,
+    metrics,
+  );
   registerAdmin(app, {
     adminToken: config.adminToken,
     directory,
@@ -125,12 +210,14 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
     onRevoked: async (member) => {
       for (const connection of [...connections.ofMember(member.id)]) {
         connection.close(CloseCode.memberRevoked, 'member revoked');
-        if (connection.identity) await presence.leave(connection.identity);
+        if (connection.identity) await modules.presence.leave(connection.identity);
       }
     },
   });
 
-  await presence.start();
+  await modules.presence.start();
+  await modules.scheduler.start();
+  await modules.watches.start();
   const address = await app.listen({ host: config.host, port: config.port });
   const url = address.replace('[::1]', 'localhost');
   const heartbeat = new NodeHeartbeat(pool, config.nodeId, url, config.heartbeatMs, log);
@@ -143,9 +230,15 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
       draining = true;
       log.info('draining: closing every peer with 1001');
       gateway.drain();
-      await presence.close().catch((error) => log.warn({ err: error }, 'could not clear presence'));
-      await delivery.close();
-      await nonces.close();
+      await modules.scheduler.close();
+      await modules.watches.close();
+      await modules.clocks.close();
+      await modules.mcp.close();
+      await modules.streams.close();
+      await modules.audit.close();
+      await modules.presence.close().catch((error) => log.warn({ err: error }, 'could not clear presence'));
+      await modules.delivery.close();
+      await modules.nonces.close();
       await heartbeat.stop();
       await app.close();
       await pool.end().catch(() => {});

@@ -26,6 +26,21 @@ export interface BrokerConfig {
   heartbeatMs: number;
   /** How long SIGTERM waits for in-flight work before the process exits anyway. */
   drainTimeoutMs: number;
+  /** Most sessions one mesh may hold; one more is closed with 4408. */
+  meshConnectionCap: number;
+  sendRatePerMin: number;
+  sendBurst: number;
+  hookRatePerMin: number;
+  /** Real time between two ticks of a mesh clock. */
+  clockTickMs: number;
+  mcpCallTimeoutMs: number;
+  scheduleMaxPerMember: number;
+  /** Allow URL watches on private, loopback and link-local addresses (off: refused as `forbidden`). */
+  watchAllowPrivate: boolean;
+  watchFetchTimeoutMs: number;
+  watchMaxBytes: number;
+  watchMaxPerMember: number;
+  watchMaxPerMesh: number;
 }
 
 export class ConfigError extends Error {
@@ -73,6 +88,14 @@ function url(env: Env, name: string, fallback: string, protocols: string[]): str
   return value;
 }
 
+function bool(env: Env, name: string, fallback: boolean): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (['1', 'true', 'yes', 'on'].includes(raw.toLowerCase())) return true;
+  if (['0', 'false', 'no', 'off'].includes(raw.toLowerCase())) return false;
+  throw new ConfigError(name, `must be true or false, got "${raw}"`);
+}
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 /** Every variable the broker reads, with its default; the README's configuration table mirrors this. */
@@ -106,5 +129,17 @@ export function loadConfig(env: Env = process.env): BrokerConfig {
     presenceGraceMs: int(env, 'PRESENCE_GRACE_MS', 30_000, 0, 3_600_000),
     heartbeatMs: int(env, 'HEARTBEAT_MS', 15_000, 100, 300_000),
     drainTimeoutMs: int(env, 'DRAIN_TIMEOUT_MS', 8_000, 0, 60_000),
+    meshConnectionCap: int(env, 'MESH_CONNECTION_CAP', 100, 1, 1_000_000),
+    sendRatePerMin: int(env, 'SEND_RATE_PER_MIN', 60, 1, 1_000_000),
+    sendBurst: int(env, 'SEND_BURST', 10, 1, 1_000_000),
+    hookRatePerMin: int(env, 'HOOK_RATE_PER_MIN', 30, 1, 1_000_000),
+    clockTickMs: int(env, 'CLOCK_TICK_MS', 1000, 50, 60_000),
+    mcpCallTimeoutMs: int(env, 'MCP_CALL_TIMEOUT_MS', 30_000, 100, 600_000),
+    scheduleMaxPerMember: int(env, 'SCHEDULE_MAX_PER_MEMBER', 100, 1, 100_000),
+    watchAllowPrivate: bool(env, 'WATCH_ALLOW_PRIVATE', false),
+    watchFetchTimeoutMs: int(env, 'WATCH_FETCH_TIMEOUT_MS', 10_000, 100, 120_000),
+    watchMaxBytes: int(env, 'WATCH_MAX_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
+    watchMaxPerMember: int(env, 'WATCH_MAX_PER_MEMBER', 20, 1, 100_000),
+    watchMaxPerMesh: int(env, 'WATCH_MAX_PER_MESH', 200, 1, 1_000_000),
   };
 }

@@ -48,6 +48,51 @@ export class BrokerMetrics {
     registers: [this.registry],
   });
 
+  readonly rateLimited = new Counter({
+    name: 'mesh_broker_rate_limited_total',
+    help: 'Requests refused by a rate limit, by kind (send, hook)',
+    labelNames: ['kind'],
+    registers: [this.registry],
+  });
+
+  readonly streamPublishes = new Counter({
+    name: 'mesh_broker_stream_publishes_total',
+    help: 'stream.publish frames accepted',
+    registers: [this.registry],
+  });
+
+  readonly clockTicks = new Counter({
+    name: 'mesh_broker_clock_ticks_total',
+    help: 'Mesh clock ticks produced by this node',
+    registers: [this.registry],
+  });
+
+  readonly scheduleFires = new Counter({
+    name: 'mesh_broker_schedule_fires_total',
+    help: 'Schedule occurrences this node turned into messages, by outcome',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+
+  readonly watchNotifications = new Counter({
+    name: 'mesh_broker_watch_notifications_total',
+    help: 'watch.triggered notifications this node stored',
+    registers: [this.registry],
+  });
+
+  readonly auditAppends = new Counter({
+    name: 'mesh_broker_audit_appends_total',
+    help: 'Audit chain rows appended by this node, by mode (local: cached head)',
+    labelNames: ['mode'],
+    registers: [this.registry],
+  });
+
+  readonly auditAppendFailures = new Counter({
+    name: 'mesh_broker_audit_append_failures_total',
+    help: 'Audit entries dropped after retries',
+    registers: [this.registry],
+  });
+
   readonly dbUp = new Gauge({
     name: 'mesh_broker_db_up',
     help: '1 when the last health check reached Postgres',

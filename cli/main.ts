@@ -5,6 +5,7 @@
  */
 import { ConfigError } from '../broker/config.js';
 import { UsageError } from './args.js';
+import { auditCommand } from './commands/audit.js';
 import { brokerCommand } from './commands/broker.js';
 import { meshCommand } from './commands/mesh.js';
 import { migrateCommand } from './commands/migrate.js';
@@ -15,12 +16,15 @@ commands:
   broker                          run one broker node (configured from the environment, see README)
   migrate [--database-url URL]    create the database if needed and apply the migrations
   mesh create NAME --members K [--out FILE] [--database-url URL]
-                                  create a mesh with K members and fresh ed25519 keys`;
+                                  create a mesh with K members and fresh ed25519 keys
+  audit verify [--mesh ID] [--json] [--database-url URL]
+                                  walk every mesh's audit chain from Postgres; exit 1 if one is broken`;
 
 const commands: Record<string, (argv: string[]) => Promise<number | undefined>> = {
   broker: brokerCommand,
   migrate: migrateCommand,
   mesh: meshCommand,
+  audit: auditCommand,
 };
 
 async function main(argv: string[]): Promise<number> {

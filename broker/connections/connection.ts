@@ -11,17 +11,15 @@ export interface SessionIdentity {
   groups: string[];
 }
 
-/** A `message` frame as peers receive it (PROTOCOL.md § Messages). */
-export interface MessageFrame {
-  type: 'message';
+/**
+ * A frame owed to a member until one of its sessions acks its `messageId`: a peer's `message` (with id,
+ * from, fromSession, to, body) or a `watch.triggered` notification (PROTOCOL.md).
+ */
+export interface DurableFrame {
+  type: 'message' | 'watch.triggered';
   messageId: string;
-  id: string;
-  from: string;
-  fromSession: string;
-  to: string;
-  body: string;
   sentAt: string;
-  [extra: string]: unknown;
+  [field: string]: unknown;
 }
 
 /** Above this many buffered bytes a peer is too slow to keep up; it is closed rather than buffered forever. */
@@ -40,7 +38,7 @@ export class Connection {
   identity: SessionIdentity | undefined;
   /** Cleared when a ping goes out, set by the pong: a socket still false at the next ping is dead. */
   alive = true;
-  private catchingUp: MessageFrame[] | undefined;
+  private catchingUp: DurableFrame[] | undefined;
   private readonly sentDuringCatchUp = new Set<string>();
 
   constructor(
@@ -63,7 +61,7 @@ export class Connection {
   }
 
   /** Delivers a durable message now, or after the backlog replay when one is running. */
-  deliver(message: MessageFrame): void {
+  deliver(message: DurableFrame): void {
     if (this.catchingUp) this.catchingUp.push(message);
     else this.send(message);
   }
@@ -75,7 +73,7 @@ export class Connection {
     this.sentDuringCatchUp.clear();
   }
 
-  replay(message: MessageFrame): void {
+  replay(message: DurableFrame): void {
     this.sentDuringCatchUp.add(message.messageId);
     this.send(message);
   }

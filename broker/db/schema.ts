@@ -10,11 +10,17 @@
  * - send retry: message by (mesh, sender, client id)  → messages_sender_client_uq
  * - connect / resume: a member's unacked messages     → deliveries_pending_idx (partial)
  * - audit append / query: a mesh's chain by seq       → audit_mesh_seq_idx
+ * - schedule.list / limits: a member's schedules      → schedules_member_idx
+ * - boot re-arm / due sweep: active schedules by time → schedules_due_idx (partial)
+ * - watch.list / limits: a member's live watches      → watches_member_idx (partial)
  */
 import { sql } from 'drizzle-orm';
 import {
   bigint,
+  boolean,
+  doublePrecision,
   index,
+  integer,
   jsonb,
   pgTable,
   primaryKey,
@@ -73,6 +79,8 @@ export const presence = pgTable(
     nodeId: text('node_id').notNull(),
     name: text('name'),
     groups: text('groups').array().notNull().default(sql`'{}'::text[]`),
+    /** Last status reported through POST /hook/status (e.g. "working", "idle"). */
+    status: text('status'),
     connectedAt: timestamp('connected_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
     /** Set when the socket closed; the row is removed when the grace period ends without a reconnect. */
     disconnectedAt: timestamp('disconnected_at', { withTimezone: true, precision: 3 }),
@@ -96,6 +104,10 @@ export const messages = pgTable(
     /** The `to` of the send as written: a pubkey, `*` or `@group`. */
     target: text('target').notNull(),
     body: text('body').notNull(),
+    /** `message` for peer sends and schedule occurrences; `watch.triggered` for watch notifications. */
+    kind: text('kind').notNull().default('message'),
+    scheduleId: uuid('schedule_id'),
+    occurrence: integer('occurrence'),
     createdAt: createdAt(),
   },
   (t) => [uniqueIndex('messages_sender_client_uq').on(t.meshId, t.senderId, t.clientId)],
@@ -138,4 +150,83 @@ export const auditLog = pgTable(
     createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull(),
   },
   (t) => [index('audit_mesh_seq_idx').on(t.meshId, t.seq)],
+);
+
+/** A mesh's simulated clock. Written by whichever node runs it, so a later runner continues from here. */
+export const meshClocks = pgTable('mesh_clocks', {
+  meshId: uuid('mesh_id')
+    .primaryKey()
+    .references(() => meshes.id, { onDelete: 'cascade' }),
+  /** Simulated minutes per real minute (1…100). */
+  speed: doublePrecision('speed').notNull(),
+  paused: boolean('paused').notNull().default(false),
+  /** Paused by the broker because the mesh had no sessions; resumes when one connects. */
+  autoPaused: boolean('auto_paused').notNull().default(false),
+  tick: bigint('tick', { mode: 'number' }).notNull().default(0),
+  /** Simulated time, ms since the epoch. */
+  simTimeMs: bigint('sim_time_ms', { mode: 'number' }).notNull(),
+  /** Leadership term the last write was made under (fencing, with the shared implementation). */
+  epoch: bigint('epoch', { mode: 'number' }).notNull().default(0),
+  leaderNode: text('leader_node'),
+  updatedAt: timestamp('updated_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+});
+
+/** Scheduled messages: one-shot (`fire_at`) or recurring (`cron` in `tz`). */
+export const schedules = pgTable(
+  'schedules',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    meshId: uuid('mesh_id')
+      .notNull()
+      .references(() => meshes.id, { onDelete: 'cascade' }),
+    memberId: bigint('member_id', { mode: 'number' })
+      .notNull()
+      .references(() => members.id, { onDelete: 'cascade' }),
+    sessionId: uuid('session_id').notNull(),
+    target: text('target').notNull(),
+    body: text('body').notNull(),
+    fireAt: timestamp('fire_at', { withTimezone: true, precision: 3 }),
+    cron: text('cron'),
+    tz: text('tz'),
+    nextFireAt: timestamp('next_fire_at', { withTimezone: true, precision: 3 }),
+    /** Occurrences fired so far; the next one is number `occurrences + 1`. */
+    occurrences: integer('occurrences').notNull().default(0),
+    createdAt: createdAt(),
+    cancelledAt: timestamp('cancelled_at', { withTimezone: true, precision: 3 }),
+    finishedAt: timestamp('finished_at', { withTimezone: true, precision: 3 }),
+  },
+  (t) => [
+    index('schedules_member_idx').on(t.meshId, t.memberId),
+    index('schedules_due_idx')
+      .on(t.nextFireAt)
+      .where(sql`${t.cancelledAt} IS NULL AND ${t.finishedAt} IS NULL`),
+  ],
+);
+
+/** URL watches: polled every `interval_sec`; a change (per `notify_on`) is a durable notification. */
+export const watches = pgTable(
+  'watches',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    meshId: uuid('mesh_id')
+      .notNull()
+      .references(() => meshes.id, { onDelete: 'cascade' }),
+    memberId: bigint('member_id', { mode: 'number' })
+      .notNull()
+      .references(() => members.id, { onDelete: 'cascade' }),
+    sessionId: uuid('session_id').notNull(),
+    url: text('url').notNull(),
+    mode: text('mode').notNull(),
+    extract: text('extract'),
+    intervalSec: integer('interval_sec').notNull(),
+    notifyOn: text('notify_on').notNull().default('change'),
+    lastValue: text('last_value'),
+    lastCheckedAt: timestamp('last_checked_at', { withTimezone: true, precision: 3 }),
+    lastError: text('last_error'),
+    /** The node polling the watch. */
+    ownerNode: text('owner_node'),
+    createdAt: createdAt(),
+    deletedAt: timestamp('deleted_at', { withTimezone: true, precision: 3 }),
+  },
+  (t) => [index('watches_member_idx').on(t.meshId, t.memberId).where(sql`${t.deletedAt} IS NULL`)],
 );

@@ -1,4 +1,4 @@
-import type { MessageFrame } from '../connections/connection.js';
+import type { DurableFrame } from '../connections/connection.js';
 import type { ConnectionRegistry } from '../connections/registry.js';
 import type { Delivery } from './delivery.js';
 
@@ -13,7 +13,7 @@ export class LocalDelivery implements Delivery {
     private readonly delivered: (path: 'local', count: number) => void,
   ) {}
 
-  async dispatch(message: MessageFrame, recipients: number[]): Promise<void> {
+  async dispatch(message: DurableFrame, recipients: number[]): Promise<void> {
     let count = 0;
     for (const memberId of recipients) {
       for (const connection of this.connections.ofMember(memberId)) {

@@ -8,9 +8,9 @@
  *   `messageId`, so an implementation may deliver again when unsure, never less.
  * - Calls for one sender are made in send order, and an implementation keeps that order per recipient.
  */
-import type { MessageFrame } from '../connections/connection.js';
+import type { DurableFrame } from '../connections/connection.js';
 
 export interface Delivery {
-  dispatch(message: MessageFrame, recipients: number[]): Promise<void>;
+  dispatch(message: DurableFrame, recipients: number[]): Promise<void>;
   close(): Promise<void>;
 }

@@ -3,10 +3,12 @@
  * makes a message durable first; the delivery implementation the node runs then gets it to sockets.
  */
 import { z } from 'zod';
+import type { AuditLog } from '../audit/audit.js';
 import type { Connection } from '../connections/connection.js';
+import type { RateLimits } from '../limits/rate-limits.js';
 import type { BrokerMetrics } from '../metrics.js';
 import { ProtocolError } from '../protocol/errors.js';
-import { hex, rid } from '../protocol/frames.js';
+import { rid, sendTarget } from '../protocol/frames.js';
 import type { Router } from '../ws/router.js';
 import type { Delivery } from './delivery.js';
 import type { MessageStore } from './store.js';
@@ -14,9 +16,7 @@ import type { MessageStore } from './store.js';
 const sendFrame = z.object({
   type: z.literal('send'),
   id: z.string().min(1).max(128),
-  to: z.union([z.literal('*'), hex(32), z.string().regex(/^@[A-Za-z0-9_.-]{1,64}$/)], {
-    message: 'must be a member pubkey (64 lowercase hex chars), "*" or "@group"',
-  }),
+  to: sendTarget,
   body: z.string(),
   rid,
 });
@@ -30,6 +30,8 @@ const ackFrame = z.object({
 export interface MessagingOptions {
   store: MessageStore;
   delivery: () => Delivery;
+  limits: () => RateLimits;
+  audit: AuditLog;
   metrics: BrokerMetrics;
   maxBodyBytes: number;
 }
@@ -38,13 +40,30 @@ export function registerMessaging(router: Router, options: MessagingOptions): vo
   const { store, metrics, maxBodyBytes } = options;
 
   router.on('send', sendFrame, async (frame, { identity }) => {
-    if (Buffer.byteLength(frame.body, 'utf8') > maxBodyBytes) {
+    const bytes = Buffer.byteLength(frame.body, 'utf8');
+    if (bytes > maxBodyBytes)
       throw new ProtocolError('too_large', `body is larger than ${maxBodyBytes} bytes`);
+    const decision = await options.limits().consume('send', `${identity.meshId}:${identity.pubkey}`);
+    if (!decision.allowed) {
+      metrics.rateLimited.inc({ kind: 'send' });
+      throw new ProtocolError('rate_limited', `sending too fast; retry in ${decision.retryAfterMs} ms`);
     }
-    const accepted = await store.accept(identity, frame.id, frame.to, frame.body);
+    const accepted = await store.accept(identity, { id: frame.id, to: frame.to, body: frame.body });
     if (!accepted.duplicate) {
       metrics.messagesAccepted.inc();
       await options.delivery().dispatch(accepted.frame, accepted.recipients);
+      options.audit.record({
+        meshId: identity.meshId,
+        eventType: 'message.sent',
+        actor: identity.pubkey,
+        payload: {
+          messageId: accepted.frame.messageId,
+          id: frame.id,
+          to: frame.to,
+          recipients: accepted.recipients.length,
+          bytes,
+        },
+      });
     }
     return {
       type: 'sent',

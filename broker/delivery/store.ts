@@ -4,12 +4,33 @@
  * or shared, starts from these rows.
  */
 
-import type { MessageFrame, SessionIdentity } from '../connections/connection.js';
+import type { DurableFrame } from '../connections/connection.js';
 import type { Pool } from '../db/pool.js';
 import { ProtocolError } from '../protocol/errors.js';
 
+/** Who a stored message is from: a member's session (a peer's send, or its schedule or watch). */
+export interface Sender {
+  meshId: string;
+  memberId: number;
+  sessionId: string;
+  pubkey: string;
+}
+
+export interface NewMessage {
+  /** The idempotency key: a retried id of the same sender is the same message. */
+  id: string;
+  to: string;
+  body: string;
+  /** `message` (default) or `watch.triggered` (body is the notification's JSON). */
+  kind?: 'message' | 'watch.triggered';
+  scheduleId?: string;
+  occurrence?: number;
+  /** The sender itself may be the recipient (watch notifications); peers' sends may not. */
+  allowSelf?: boolean;
+}
+
 export interface AcceptedMessage {
-  frame: MessageFrame;
+  frame: DurableFrame;
   /** Member ids owed this message. */
   recipients: number[];
   /** True when this `id` had been accepted before: nothing new was stored and nothing is sent again. */
@@ -23,19 +44,30 @@ interface Row {
   fromSession: string;
   target: string;
   body: string;
+  kind: string;
+  scheduleId: string | null;
+  occurrence: number | null;
   createdAt: Date;
 }
 
-function toFrame(row: Row): MessageFrame {
+const ROW = `m.id, m.client_id AS "clientId", s.pubkey AS "from", m.sender_session AS "fromSession", m.target,
+  m.body, m.kind, m.schedule_id AS "scheduleId", m.occurrence, m.created_at AS "createdAt"`;
+
+/** The frame a recipient gets for a stored row: a `message`, or a durable `watch.triggered`. */
+function toFrame(row: Row): DurableFrame {
+  const base = { messageId: String(row.id), sentAt: row.createdAt.toISOString() };
+  if (row.kind === 'watch.triggered') {
+    return { type: 'watch.triggered', ...base, ...(JSON.parse(row.body) as object) };
+  }
   return {
     type: 'message',
-    messageId: String(row.id),
+    ...base,
     id: row.clientId,
     from: row.from,
     fromSession: row.fromSession,
     to: row.target,
     body: row.body,
-    sentAt: row.createdAt.toISOString(),
+    ...(row.scheduleId === null ? {} : { scheduleId: row.scheduleId, occurrence: row.occurrence }),
   };
 }
 
@@ -49,9 +81,12 @@ export class MessageStore {
    * Stores a message and one delivery row per recipient member, in one statement. A retried `id` of the
    * same sender returns the original message as a duplicate.
    */
-  async accept(sender: SessionIdentity, id: string, to: string, body: string): Promise<AcceptedMessage> {
+  async accept(sender: Sender, message: NewMessage): Promise<AcceptedMessage> {
+    const { id, to, body } = message;
     if (to !== '*' && !to.startsWith('@')) {
-      if (to === sender.pubkey) throw new ProtocolError('bad_request', 'cannot send a message to yourself');
+      if (to === sender.pubkey && !message.allowSelf) {
+        throw new ProtocolError('bad_request', 'cannot send a message to yourself');
+      }
       const found = await this.pool.query(
         'SELECT 1 FROM members WHERE mesh_id = $1 AND pubkey = $2 AND revoked_at IS NULL',
         [sender.meshId, to],
@@ -60,34 +95,46 @@ export class MessageStore {
     }
     const result = await this.pool.query<Row & { recipients: number[] | null }>(
       `WITH ins AS (
-         INSERT INTO messages (mesh_id, sender_id, sender_session, client_id, target, body)
-         VALUES ($1, $2, $3, $4, $5, $6)
+         INSERT INTO messages (mesh_id, sender_id, sender_session, client_id, target, body, kind, schedule_id, occurrence)
+         VALUES ($1, $2, $3, $4, $5, $6, $8, $9, $10)
          ON CONFLICT (mesh_id, sender_id, client_id) DO NOTHING
          RETURNING id, created_at
        ), rcpt AS (
          INSERT INTO deliveries (message_id, member_id)
          SELECT ins.id, m.id FROM ins, members m
-          WHERE m.mesh_id = $1 AND m.revoked_at IS NULL AND m.id <> $2
-            AND CASE WHEN $5 = '*' THEN true
-                     WHEN left($5, 1) = '@' THEN substr($5, 2) = ANY (m.groups)
+          WHERE m.mesh_id = $1 AND m.revoked_at IS NULL AND (m.id <> $2 OR $11)
+            AND CASE WHEN $5 = '*' THEN m.id <> $2
+                     WHEN left($5, 1) = '@' THEN m.id <> $2 AND substr($5, 2) = ANY (m.groups)
                      ELSE m.pubkey = $5 END
          RETURNING member_id
        )
        SELECT ins.id, $4::text AS "clientId", $7::text AS "from", $3::text AS "fromSession", $5::text AS target,
-              $6::text AS body, ins.created_at AS "createdAt",
+              $6::text AS body, $8::text AS kind, $9::uuid AS "scheduleId", $10::int AS occurrence,
+              ins.created_at AS "createdAt",
               (SELECT array_agg(member_id ORDER BY member_id) FROM rcpt) AS recipients
          FROM ins`,
-      [sender.meshId, sender.memberId, sender.sessionId, id, to, body, sender.pubkey],
+      [
+        sender.meshId,
+        sender.memberId,
+        sender.sessionId,
+        id,
+        to,
+        body,
+        sender.pubkey,
+        message.kind ?? 'message',
+        message.scheduleId ?? null,
+        message.occurrence ?? null,
+        message.allowSelf ?? false,
+      ],
     );
     const row = result.rows[0];
     if (row) return { frame: toFrame(row), recipients: row.recipients ?? [], duplicate: false };
     return this.original(sender, id);
   }
 
-  private async original(sender: SessionIdentity, id: string): Promise<AcceptedMessage> {
+  private async original(sender: Sender, id: string): Promise<AcceptedMessage> {
     const result = await this.pool.query<Row & { recipients: number[] | null }>(
-      `SELECT m.id, m.client_id AS "clientId", s.pubkey AS "from", m.sender_session AS "fromSession", m.target,
-              m.body, m.created_at AS "createdAt",
+      `SELECT ${ROW},
               (SELECT array_agg(member_id ORDER BY member_id) FROM deliveries WHERE message_id = m.id) AS recipients
          FROM messages m JOIN members s ON s.id = m.sender_id
         WHERE m.mesh_id = $1 AND m.sender_id = $2 AND m.client_id = $3`,
@@ -99,12 +146,11 @@ export class MessageStore {
   }
 
   /** Every message still owed to a member (not acked), oldest first, page by page. */
-  async *pending(memberId: number): AsyncGenerator<MessageFrame> {
+  async *pending(memberId: number): AsyncGenerator<DurableFrame> {
     let after = 0;
     for (;;) {
       const result = await this.pool.query<Row>(
-        `SELECT m.id, m.client_id AS "clientId", s.pubkey AS "from", m.sender_session AS "fromSession",
-                m.target, m.body, m.created_at AS "createdAt"
+        `SELECT ${ROW}
            FROM deliveries d
            JOIN messages m ON m.id = d.message_id
            JOIN members s ON s.id = m.sender_id

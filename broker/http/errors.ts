@@ -8,6 +8,7 @@ const STATUS: Record<ErrorCode, number> = {
   forbidden: 403,
   not_found: 404,
   conflict: 409,
+  limit_exceeded: 429,
   too_large: 413,
   rate_limited: 429,
   internal: 500,

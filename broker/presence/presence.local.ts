@@ -6,6 +6,7 @@ import type { Presence, PresenceEntry, PresenceEvents } from './presence.js';
 interface LocalSession {
   identity: SessionIdentity;
   connectedAt: Date;
+  status: string | null;
   /** Set while the session is disconnected and inside its grace period. */
   graceTimer?: NodeJS.Timeout;
 }
@@ -37,7 +38,11 @@ export class LocalPresence implements Presence {
     const known = this.sessions.get(identity.sessionId);
     const reattached = known !== undefined;
     if (known?.graceTimer) clearTimeout(known.graceTimer);
-    const session: LocalSession = { identity, connectedAt: known?.connectedAt ?? new Date() };
+    const session: LocalSession = {
+      identity,
+      connectedAt: known?.connectedAt ?? new Date(),
+      status: known?.status ?? null,
+    };
     this.sessions.set(identity.sessionId, session);
     await this.options.pool.query(
       `INSERT INTO presence (session_id, mesh_id, member_id, node_id, name, groups, connected_at)
@@ -95,6 +100,20 @@ export class LocalPresence implements Presence {
     });
   }
 
+  async setStatus(sessionId: string, status: string): Promise<boolean> {
+    const session = this.sessions.get(sessionId);
+    if (!session) return false;
+    session.status = status;
+    await this.options.pool.query('UPDATE presence SET status = $2 WHERE session_id = $1 AND node_id = $3', [
+      sessionId,
+      status,
+      this.options.nodeId,
+    ]);
+    const { meshId, pubkey } = session.identity;
+    this.options.events(meshId, { type: 'peer.status', pubkey, sessionId, status });
+    return true;
+  }
+
   async ownerOf(sessionId: string): Promise<number | undefined> {
     const local = this.sessions.get(sessionId);
     if (local) return local.identity.memberId;
@@ -108,7 +127,7 @@ export class LocalPresence implements Presence {
 
   async list(meshId: string): Promise<PresenceEntry[]> {
     const entries: PresenceEntry[] = [];
-    for (const { identity, connectedAt } of this.sessions.values()) {
+    for (const { identity, connectedAt, status } of this.sessions.values()) {
       if (identity.meshId !== meshId) continue;
       entries.push({
         pubkey: identity.pubkey,
@@ -117,6 +136,7 @@ export class LocalPresence implements Presence {
         groups: identity.groups,
         node: this.options.nodeId,
         connectedAt: connectedAt.toISOString(),
+        status,
       });
     }
     return entries;

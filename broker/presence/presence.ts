@@ -20,11 +20,13 @@ export interface PresenceEntry {
   groups: string[];
   node: string;
   connectedAt: string;
+  status: string | null;
 }
 
 export type PresenceFrame =
   | { type: 'peer.joined'; pubkey: string; sessionId: string; name: string | null }
-  | { type: 'peer.left'; pubkey: string; sessionId: string };
+  | { type: 'peer.left'; pubkey: string; sessionId: string }
+  | { type: 'peer.status'; pubkey: string; sessionId: string; status: string };
 
 /** Where presence events go: the node sends them to the mesh's sessions (except the subject's own). */
 export type PresenceEvents = (meshId: string, frame: PresenceFrame) => void;
@@ -35,6 +37,8 @@ export interface Presence {
   attach(session: SessionIdentity): Promise<{ reattached: boolean }>;
   detach(session: SessionIdentity): Promise<void>;
   leave(session: SessionIdentity): Promise<void>;
+  /** Records a session's reported status and emits `peer.status`; false when the session is unknown. */
+  setStatus(sessionId: string, status: string): Promise<boolean>;
   /** The member id that holds `sessionId`, if any node knows the session. */
   ownerOf(sessionId: string): Promise<number | undefined>;
   list(meshId: string): Promise<PresenceEntry[]>;

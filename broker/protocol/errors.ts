@@ -8,6 +8,7 @@ export type ErrorCode =
   | 'not_found'
   | 'forbidden'
   | 'conflict'
+  | 'limit_exceeded'
   | 'unavailable'
   | 'internal';
 

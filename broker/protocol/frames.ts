@@ -33,6 +33,11 @@ export const helloFrame = z.object({
 });
 export type HelloFrame = z.infer<typeof helloFrame>;
 
+/** Where a message goes: a member pubkey, `*` (every other member) or `@group`. */
+export const sendTarget = z.union([z.literal('*'), hex(32), z.string().regex(/^@[A-Za-z0-9_.-]{1,64}$/)], {
+  message: 'must be a member pubkey (64 lowercase hex chars), "*" or "@group"',
+});
+
 /** The first problem zod found, phrased for an `error` frame: which field, and what is wrong with it. */
 export function describe(error: z.ZodError, input: unknown): string {
   const issue = error.issues[0];

@@ -5,10 +5,12 @@
  */
 import type { FastifyRequest } from 'fastify';
 import type { RawData, WebSocket } from 'ws';
+import type { SessionIdentity } from '../connections/connection.js';
 import { Connection } from '../connections/connection.js';
 import type { ConnectionRegistry } from '../connections/registry.js';
 import type { HelloAdmission } from '../hello/admission.js';
 import { HelloRejected } from '../hello/admission.js';
+import type { ConnectionCap } from '../limits/connection-cap.js';
 import type { Logger } from '../log.js';
 import type { BrokerMetrics } from '../metrics.js';
 import type { Presence } from '../presence/presence.js';
@@ -26,12 +28,15 @@ export interface GatewayOptions {
   heartbeatMs: number;
   admission: HelloAdmission;
   presence: Presence;
+  cap: ConnectionCap;
   connections: ConnectionRegistry;
   router: Router;
   metrics: BrokerMetrics;
   log: Logger;
   /** Runs after `welcome`: replays what the session is owed, then ends the catch-up begun at admission. */
   onSessionStart: (connection: Connection) => Promise<void>;
+  /** Runs when a session's current socket closed (not when replaced, not while draining). */
+  onSocketClosed: (identity: SessionIdentity) => Promise<void>;
 }
 
 export class Gateway {
@@ -124,6 +129,7 @@ export class Gateway {
       const reply = await this.options.router.handle(frame.type, frame, {
         connection,
         identity: connection.identity,
+        rid,
       });
       if (reply) connection.send(rid === undefined ? reply : { ...reply, rid });
     } catch (error) {
@@ -147,7 +153,15 @@ export class Gateway {
     const { admission, connections, presence, metrics, nodeId, heartbeatMs } = this.options;
     const hello = parseWith(helloFrame, frame);
     const identity = await admission.admit(hello);
-    if (!connection.isOpen) return;
+    if (!(await this.options.cap.admit(identity.meshId, identity.sessionId))) {
+      throw new HelloRejected(CloseCode.meshAtCapacity, 'mesh at capacity');
+    }
+    if (!connection.isOpen) {
+      if (!this.options.connections.session(identity.sessionId)) {
+        await this.options.cap.release(identity.meshId, identity.sessionId);
+      }
+      return;
+    }
     connection.identity = identity;
     // Hold live messages from the moment delivery can see this socket until the backlog replay is done;
     // otherwise a live message could overtake older ones of the same sender still in the backlog.
@@ -178,6 +192,10 @@ export class Gateway {
     if (!identity) return;
     metrics.connections.dec({ mesh: identity.meshId });
     if (!wasCurrent || this.draining) return; // replaced by a newer socket, or the node is shutting down
+    await this.options.cap.release(identity.meshId, identity.sessionId);
     await presence.detach(identity).catch((error) => log.error({ err: error }, 'presence detach failed'));
+    await this.options
+      .onSocketClosed(identity)
+      .catch((error) => log.error({ err: error }, 'socket close hook failed'));
   }
 }

@@ -5,6 +5,8 @@ import { parseWith } from '../protocol/frames.js';
 export interface RequestContext {
   connection: Connection;
   identity: SessionIdentity;
+  /** The request's `rid`, for handlers that answer later (the gateway adds it to returned replies). */
+  rid: string | undefined;
 }
 
 /** A handler returns its reply frame (the gateway adds `rid`), or nothing when the request has no reply. */

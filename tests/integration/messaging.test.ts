@@ -12,7 +12,8 @@ let node: TestNode;
 
 beforeAll(async () => {
   db = await createTestDatabase('messaging');
-  node = await startTestNode(db.url);
+  // These tests send hundreds of messages quickly; rate limits have their own test.
+  node = await startTestNode(db.url, { SEND_BURST: '100000', SEND_RATE_PER_MIN: '100000' });
 });
 afterEach(closeAllClients);
 afterAll(async () => {

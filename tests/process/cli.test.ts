@@ -44,10 +44,13 @@ describe('workbench CLI', () => {
       'audit_log',
       'deliveries',
       'members',
+      'mesh_clocks',
       'meshes',
       'messages',
       'nodes',
       'presence',
+      'schedules',
+      'watches',
     ]);
   });
 

@@ -1,0 +1,48 @@
+import { z } from 'zod';
+import type { Pool } from '../db/pool.js';
+import { rid } from '../protocol/frames.js';
+import type { Router } from '../ws/router.js';
+import type { AuditLog } from './audit.js';
+import { AUDIT_COLUMNS, type AuditRow, verifyMesh } from './verify.js';
+
+const queryFrame = z.object({
+  type: z.literal('audit.query'),
+  limit: z.number().int().min(1).max(1000).optional(),
+  /** Only entries with a seq below this one (paging backwards). */
+  before: z.number().int().positive().optional(),
+  rid,
+});
+const verifyFrame = z.object({ type: z.literal('audit.verify'), rid });
+
+function entry(row: AuditRow) {
+  return {
+    seq: row.seq,
+    eventType: row.eventType,
+    actor: row.actor,
+    payload: row.payload,
+    createdAt: row.createdAt.toISOString(),
+    prevHash: row.prevHash,
+    hash: row.hash,
+  };
+}
+
+/**
+ * `audit.query` (newest first) and `audit.verify` for the caller's mesh. Both first wait for this
+ * node's queued appends of the mesh, so a peer sees the events it just caused.
+ */
+export function registerAuditFrames(router: Router, pool: Pool, audit: () => AuditLog): void {
+  router.on('audit.query', queryFrame, async (frame, { identity }) => {
+    await audit().flush(identity.meshId);
+    const result = await pool.query<AuditRow>(
+      `SELECT ${AUDIT_COLUMNS} FROM audit_log WHERE mesh_id = $1 AND ($2::bigint IS NULL OR seq < $2)
+        ORDER BY seq DESC, id DESC LIMIT $3`,
+      [identity.meshId, frame.before ?? null, frame.limit ?? 100],
+    );
+    return { type: 'audit.result', entries: result.rows.map(entry) };
+  });
+  router.on('audit.verify', verifyFrame, async (_frame, { identity }) => {
+    await audit().flush(identity.meshId);
+    const { head: _head, ...result } = await verifyMesh(pool, identity.meshId);
+    return { type: 'audit.verify_result', ...result };
+  });
+}

@@ -1,0 +1,215 @@
+import type { Pool } from '../db/pool.js';
+import type { Logger } from '../log.js';
+import { ProtocolError } from '../protocol/errors.js';
+import type { ClockSink, ClockStatus, MeshClocks } from './clock.js';
+
+interface ClockRow {
+  speed: number;
+  paused: boolean;
+  autoPaused: boolean;
+  tick: number;
+  simTimeMs: number;
+  epoch: number;
+  leaderNode: string | null;
+}
+
+interface RunningClock extends ClockRow {
+  timer: NodeJS.Timeout | undefined;
+}
+
+const ROW = `speed, paused, auto_paused AS "autoPaused", tick, sim_time_ms AS "simTimeMs", epoch,
+  leader_node AS "leaderNode"`;
+
+export interface LocalClocksOptions {
+  pool: Pool;
+  nodeId: string;
+  tickMs: number;
+  sink: ClockSink;
+  log: Logger;
+  /** Tells whether the mesh has sessions on this node (a clock pauses itself when it has none). */
+  hasSessions: (meshId: string) => boolean;
+}
+
+/**
+ * Each node runs the clocks of the meshes its own peers use, from state it loaded into memory. The gap
+ * on 2+ nodes: two nodes can each run "the" clock of a mesh (each bumps the epoch and believes it leads),
+ * their ticks reach only their own peers, and both write ticks, so `tick` repeats and goes back.
+ */
+export class LocalClocks implements MeshClocks {
+  private readonly clocks = new Map<string, RunningClock>();
+  private readonly locks = new Map<string, Promise<unknown>>();
+
+  constructor(private readonly options: LocalClocksOptions) {}
+
+  set(meshId: string, speed: number): Promise<ClockStatus> {
+    return this.serial(meshId, async () => {
+      const clock = (await this.load(meshId)) ?? this.create(meshId, speed);
+      clock.speed = speed;
+      await this.save(meshId, clock);
+      if (!clock.paused) await this.run(meshId, clock);
+      return this.status(clock);
+    });
+  }
+
+  pause(meshId: string): Promise<ClockStatus> {
+    return this.serial(meshId, async () => {
+      const clock = await this.existing(meshId);
+      this.stop(clock);
+      clock.paused = true;
+      clock.autoPaused = false;
+      await this.save(meshId, clock);
+      return this.status(clock);
+    });
+  }
+
+  resume(meshId: string): Promise<ClockStatus> {
+    return this.serial(meshId, async () => {
+      const clock = await this.existing(meshId);
+      clock.paused = false;
+      clock.autoPaused = false;
+      await this.save(meshId, clock);
+      await this.run(meshId, clock);
+      return this.status(clock);
+    });
+  }
+
+  get(meshId: string): Promise<ClockStatus> {
+    return this.serial(meshId, async () => this.status(await this.existing(meshId)));
+  }
+
+  meshActive(meshId: string): Promise<void> {
+    return this.serial(meshId, async () => {
+      const clock = await this.load(meshId);
+      if (!clock || clock.paused || clock.timer) return;
+      clock.autoPaused = false;
+      await this.run(meshId, clock);
+    });
+  }
+
+  meshIdle(meshId: string): Promise<void> {
+    return this.serial(meshId, async () => {
+      const clock = this.clocks.get(meshId);
+      if (!clock?.timer || this.options.hasSessions(meshId)) return;
+      this.stop(clock);
+      clock.autoPaused = true;
+      await this.save(meshId, clock);
+    });
+  }
+
+  async close(): Promise<void> {
+    for (const clock of this.clocks.values()) this.stop(clock);
+  }
+
+  /** One operation at a time per mesh: a tick, a set and a pause never interleave. */
+  private serial<T>(meshId: string, work: () => Promise<T>): Promise<T> {
+    const previous = this.locks.get(meshId) ?? Promise.resolve();
+    const next = previous.then(work, work);
+    this.locks.set(
+      meshId,
+      next.catch(() => {}),
+    );
+    return next;
+  }
+
+  private create(meshId: string, speed: number): RunningClock {
+    const clock: RunningClock = {
+      speed,
+      paused: false,
+      autoPaused: false,
+      tick: 0,
+      simTimeMs: Date.now(),
+      epoch: 0,
+      leaderNode: null,
+      timer: undefined,
+    };
+    this.clocks.set(meshId, clock);
+    return clock;
+  }
+
+  private async existing(meshId: string): Promise<RunningClock> {
+    const clock = await this.load(meshId);
+    if (!clock) throw new ProtocolError('not_found', 'this mesh has no clock yet (clock.set creates it)');
+    return clock;
+  }
+
+  /** The clock from memory, or from its persisted row the first time this node touches it. */
+  private async load(meshId: string): Promise<RunningClock | undefined> {
+    const known = this.clocks.get(meshId);
+    if (known) return known;
+    const result = await this.options.pool.query<ClockRow>(
+      `SELECT ${ROW} FROM mesh_clocks WHERE mesh_id = $1`,
+      [meshId],
+    );
+    const row = result.rows[0];
+    if (!row) return undefined;
+    const clock: RunningClock = { ...row, timer: undefined };
+    this.clocks.set(meshId, clock);
+    return clock;
+  }
+
+  private async save(meshId: string, clock: RunningClock): Promise<void> {
+    await this.options.pool.query(
+      `INSERT INTO mesh_clocks (mesh_id, speed, paused, auto_paused, tick, sim_time_ms, epoch, leader_node, updated_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now())
+       ON CONFLICT (mesh_id) DO UPDATE SET speed = $2, paused = $3, auto_paused = $4, tick = $5, sim_time_ms = $6,
+         epoch = $7, leader_node = $8, updated_at = now()`,
+      [
+        meshId,
+        clock.speed,
+        clock.paused,
+        clock.autoPaused,
+        clock.tick,
+        clock.simTimeMs,
+        clock.epoch,
+        clock.leaderNode,
+      ],
+    );
+  }
+
+  /** Starts ticking on this node, taking the next epoch (this node now believes it leads the clock). */
+  private async run(meshId: string, clock: RunningClock): Promise<void> {
+    if (clock.timer) return;
+    clock.epoch += 1;
+    clock.leaderNode = this.options.nodeId;
+    await this.save(meshId, clock);
+    clock.timer = setInterval(() => {
+      this.serial(meshId, () => this.tick(meshId, clock)).catch((error) =>
+        this.options.log.warn({ err: error, meshId }, 'clock tick failed'),
+      );
+    }, this.options.tickMs);
+    clock.timer.unref();
+  }
+
+  private stop(clock: RunningClock): void {
+    if (clock.timer) clearInterval(clock.timer);
+    clock.timer = undefined;
+  }
+
+  private async tick(meshId: string, clock: RunningClock): Promise<void> {
+    if (!clock.timer) return;
+    clock.tick += 1;
+    clock.simTimeMs += Math.round(clock.speed * this.options.tickMs);
+    await this.options.pool.query(
+      'UPDATE mesh_clocks SET tick = $2, sim_time_ms = $3, updated_at = now() WHERE mesh_id = $1',
+      [meshId, clock.tick, clock.simTimeMs],
+    );
+    this.options.sink(meshId, {
+      type: 'clock.tick',
+      tick: clock.tick,
+      simTime: new Date(clock.simTimeMs).toISOString(),
+      speed: clock.speed,
+      epoch: clock.epoch,
+    });
+  }
+
+  private status(clock: RunningClock): ClockStatus {
+    return {
+      speed: clock.speed,
+      paused: clock.paused || clock.autoPaused,
+      tick: clock.tick,
+      simTime: new Date(clock.simTimeMs).toISOString(),
+      leader: clock.timer ? this.options.nodeId : clock.leaderNode,
+      epoch: clock.epoch,
+    };
+  }
+}

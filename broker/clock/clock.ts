@@ -1,0 +1,43 @@
+/**
+ * Mesh clocks: one simulated clock per mesh (DESIGN §2, row "meshClocks").
+ *
+ * Contract:
+ * - `set` creates the mesh's clock or changes its speed (1…100 simulated minutes per real minute);
+ *   `pause` / `resume` / `get` act on an existing clock (`not_found` otherwise).
+ * - While running, each tick advances `tick` by exactly one and `simTime` by speed × tick interval, is
+ *   persisted, and goes to every session of the mesh through the `ClockSink` as `clock.tick`.
+ * - State (speed, paused, tick, simTime, epoch) lives in `mesh_clocks`, so whoever runs the clock next
+ *   continues from the last persisted tick.
+ * - A clock pauses by itself when its mesh has no sessions (`meshIdle`) and resumes with the next one
+ *   (`meshActive`), unless a peer paused it.
+ */
+export interface ClockStatus {
+  speed: number;
+  paused: boolean;
+  tick: number;
+  /** Simulated time, ISO-8601 UTC. */
+  simTime: string;
+  /** Node running the clock (its leader), or null when nobody runs it. */
+  leader: string | null;
+  epoch: number;
+}
+
+export interface ClockTickFrame {
+  type: 'clock.tick';
+  tick: number;
+  simTime: string;
+  speed: number;
+  epoch: number;
+}
+
+export type ClockSink = (meshId: string, frame: ClockTickFrame) => void;
+
+export interface MeshClocks {
+  set(meshId: string, speed: number): Promise<ClockStatus>;
+  pause(meshId: string): Promise<ClockStatus>;
+  resume(meshId: string): Promise<ClockStatus>;
+  get(meshId: string): Promise<ClockStatus>;
+  meshActive(meshId: string): Promise<void>;
+  meshIdle(meshId: string): Promise<void>;
+  close(): Promise<void>;
+}

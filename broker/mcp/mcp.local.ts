@@ -1,0 +1,150 @@
+import { randomUUID } from 'node:crypto';
+import type { SessionIdentity } from '../connections/connection.js';
+import { ProtocolError } from '../protocol/errors.js';
+import type { McpCall, McpRegistry, McpResult, McpServerEntry, McpSink, McpTool } from './mcp.js';
+
+interface PendingCall {
+  callerSession: string;
+  callerCallId: string;
+  rid: string | undefined;
+  hostSession: string;
+  server: string;
+  timer: NodeJS.Timeout;
+}
+
+/**
+ * Registry and pending calls in this node's memory. The gap on 2+ nodes: a call made on another node
+ * finds no server (`not_found`), and a host's servers are invisible to other nodes' `mcp.list`.
+ */
+export class LocalMcpRegistry implements McpRegistry {
+  /** meshId → server name → entry */
+  private readonly servers = new Map<string, Map<string, McpServerEntry>>();
+  /** broker-made invoke id → pending call */
+  private readonly pending = new Map<string, PendingCall>();
+
+  constructor(
+    private readonly sink: McpSink,
+    private readonly callTimeoutMs: number,
+  ) {}
+
+  async register(
+    host: SessionIdentity,
+    server: string,
+    description: string,
+    tools: McpTool[],
+  ): Promise<void> {
+    let mesh = this.servers.get(host.meshId);
+    if (!mesh) {
+      mesh = new Map();
+      this.servers.set(host.meshId, mesh);
+    }
+    const existing = mesh.get(server);
+    if (existing && existing.hostSession !== host.sessionId) {
+      throw new ProtocolError('conflict', `server "${server}" is already hosted by another session`);
+    }
+    mesh.set(server, {
+      server,
+      description,
+      host: host.pubkey,
+      hostSession: host.sessionId,
+      tools,
+      online: true,
+    });
+  }
+
+  async unregister(host: SessionIdentity, server: string): Promise<void> {
+    const entry = this.servers.get(host.meshId)?.get(server);
+    if (!entry) throw new ProtocolError('not_found', `no server "${server}" in this mesh`);
+    if (entry.hostSession !== host.sessionId)
+      throw new ProtocolError('forbidden', 'only the host may unregister a server');
+    this.servers.get(host.meshId)?.delete(server);
+    this.failCalls(
+      (call) => call.hostSession === host.sessionId && call.server === server,
+      'host_left: server unregistered',
+    );
+  }
+
+  async list(meshId: string): Promise<McpServerEntry[]> {
+    return [...(this.servers.get(meshId)?.values() ?? [])].sort((a, b) => a.server.localeCompare(b.server));
+  }
+
+  async call(caller: SessionIdentity, call: McpCall): Promise<void> {
+    const entry = this.servers.get(caller.meshId)?.get(call.server);
+    if (!entry) throw new ProtocolError('not_found', `no server "${call.server}" in this mesh`);
+    if (!entry.tools.some((tool) => tool.name === call.tool)) {
+      throw new ProtocolError('not_found', `server "${call.server}" has no tool "${call.tool}"`);
+    }
+    if (!entry.online) throw new ProtocolError('unavailable', `the host of "${call.server}" is offline`);
+    const invokeId = randomUUID();
+    const timer = setTimeout(() => this.finish(invokeId, { error: 'timeout' }), this.callTimeoutMs);
+    timer.unref();
+    this.pending.set(invokeId, {
+      callerSession: caller.sessionId,
+      callerCallId: call.callId,
+      rid: call.rid,
+      hostSession: entry.hostSession,
+      server: call.server,
+      timer,
+    });
+    this.sink(entry.hostSession, {
+      type: 'mcp.invoke',
+      callId: invokeId,
+      server: call.server,
+      tool: call.tool,
+      args: call.args,
+      caller: caller.pubkey,
+    });
+  }
+
+  async result(host: SessionIdentity, result: McpResult): Promise<void> {
+    const call = this.pending.get(result.callId);
+    if (!call) throw new ProtocolError('not_found', `no pending call ${result.callId}`);
+    if (call.hostSession !== host.sessionId)
+      throw new ProtocolError('forbidden', 'only the host may answer its calls');
+    this.finish(
+      result.callId,
+      result.error === undefined ? { result: result.result } : { error: result.error },
+    );
+  }
+
+  async hostDisconnected(session: SessionIdentity): Promise<void> {
+    for (const entry of this.servers.get(session.meshId)?.values() ?? []) {
+      if (entry.hostSession === session.sessionId) entry.online = false;
+    }
+    this.failCalls((call) => call.hostSession === session.sessionId, 'host_left: the host disconnected');
+  }
+
+  async hostReconnected(session: SessionIdentity): Promise<void> {
+    for (const entry of this.servers.get(session.meshId)?.values() ?? []) {
+      if (entry.hostSession === session.sessionId) entry.online = true;
+    }
+  }
+
+  async sessionEnded(meshId: string, sessionId: string): Promise<void> {
+    const mesh = this.servers.get(meshId);
+    for (const [name, entry] of mesh ?? []) if (entry.hostSession === sessionId) mesh?.delete(name);
+    if (mesh?.size === 0) this.servers.delete(meshId);
+  }
+
+  async close(): Promise<void> {
+    for (const call of this.pending.values()) clearTimeout(call.timer);
+    this.pending.clear();
+  }
+
+  private failCalls(match: (call: PendingCall) => boolean, error: string): void {
+    for (const [invokeId, call] of this.pending) if (match(call)) this.finish(invokeId, { error });
+  }
+
+  private finish(invokeId: string, outcome: { result?: unknown; error?: string }): void {
+    const call = this.pending.get(invokeId);
+    if (!call) return;
+    this.pending.delete(invokeId);
+    clearTimeout(call.timer);
+    this.sink(call.callerSession, {
+      type: 'mcp.call_result',
+      callId: call.callerCallId,
+      ...outcome,
+      ...(call.rid === undefined ? {} : { rid: call.rid }),
+    });
+  }
+}

@@ -1,0 +1,60 @@
+/**
+ * MCP tools hosted by peers (DESIGN §2, row "mcpRegistry + call resolvers").
+ *
+ * Contract:
+ * - A server name is unique in a mesh; only its host session may unregister it or answer its calls.
+ * - `call` forwards `mcp.invoke` to the host with a broker-made callId; the caller gets exactly one
+ *   `mcp.call_result` for its own callId: the host's result, `error: "timeout"` after the call timeout,
+ *   or a `host_left` error at once when the host's socket goes away.
+ * - A server goes offline with its host's socket and disappears when the host's session ends.
+ * - Frames reach sockets through the `McpSink` the node registered.
+ */
+import type { SessionIdentity } from '../connections/connection.js';
+
+export interface McpTool {
+  name: string;
+  description: string;
+  inputSchema: Record<string, unknown>;
+}
+
+export interface McpServerEntry {
+  server: string;
+  description: string;
+  host: string;
+  hostSession: string;
+  tools: McpTool[];
+  online: boolean;
+}
+
+export interface McpCall {
+  callId: string;
+  server: string;
+  tool: string;
+  args: unknown;
+  /** The caller's request rid, echoed on its `mcp.call_result`. */
+  rid: string | undefined;
+}
+
+export interface McpResult {
+  callId: string;
+  result?: unknown;
+  error?: string;
+}
+
+/** Sends a frame to one session, wherever the implementation can reach it. */
+export type McpSink = (sessionId: string, frame: object) => void;
+
+export interface McpRegistry {
+  register(host: SessionIdentity, server: string, description: string, tools: McpTool[]): Promise<void>;
+  unregister(host: SessionIdentity, server: string): Promise<void>;
+  list(meshId: string): Promise<McpServerEntry[]>;
+  call(caller: SessionIdentity, call: McpCall): Promise<void>;
+  result(host: SessionIdentity, result: McpResult): Promise<void>;
+  /** The session's socket closed: its servers go offline and calls waiting on it fail now. */
+  hostDisconnected(session: SessionIdentity): Promise<void>;
+  /** A session reattached: its servers are online again. */
+  hostReconnected(session: SessionIdentity): Promise<void>;
+  /** The session left for good: its servers are removed. */
+  sessionEnded(meshId: string, sessionId: string): Promise<void>;
+  close(): Promise<void>;
+}

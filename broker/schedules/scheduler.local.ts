@@ -1,0 +1,67 @@
+import type { Logger } from '../log.js';
+import type { FireOccurrence, Scheduler } from './scheduler.js';
+import type { Schedule, ScheduleStore } from './store.js';
+import { MAX_TIMER_MS, nextCronRun } from './timing.js';
+
+/**
+ * One timer per schedule in this node's memory. At boot it re-arms every active schedule of the
+ * database, as the original broker did; an occurrence missed while the node was down fires once at
+ * boot. The gaps on 2+ nodes: every node re-arms every schedule, so N nodes fire N copies of each
+ * occurrence; and a cancel made on another node never reaches this node's timer.
+ */
+export class LocalScheduler implements Scheduler {
+  private readonly timers = new Map<string, NodeJS.Timeout>();
+  private closed = false;
+
+  constructor(
+    private readonly store: ScheduleStore,
+    private readonly fire: FireOccurrence,
+    private readonly log: Logger,
+  ) {}
+
+  async start(): Promise<void> {
+    for (const schedule of await this.store.active()) this.arm(schedule);
+  }
+
+  created(schedule: Schedule): void {
+    this.arm(schedule);
+  }
+
+  cancelled(scheduleId: string): void {
+    clearTimeout(this.timers.get(scheduleId));
+    this.timers.delete(scheduleId);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const timer of this.timers.values()) clearTimeout(timer);
+    this.timers.clear();
+  }
+
+  private arm(schedule: Schedule): void {
+    if (this.closed || !schedule.nextFireAt) return;
+    clearTimeout(this.timers.get(schedule.scheduleId));
+    const delay = Math.max(0, schedule.nextFireAt.getTime() - Date.now());
+    // Beyond what one timer can hold, wake up early and arm again for the rest.
+    const timer = setTimeout(
+      () => (delay > MAX_TIMER_MS ? this.arm(schedule) : void this.due(schedule)),
+      Math.min(delay, MAX_TIMER_MS),
+    );
+    timer.unref();
+    this.timers.set(schedule.scheduleId, timer);
+  }
+
+  private async due(schedule: Schedule): Promise<void> {
+    this.timers.delete(schedule.scheduleId);
+    if (this.closed) return;
+    const occurrence = schedule.occurrences + 1;
+    await this.fire(schedule, occurrence);
+    const next = schedule.cron ? nextCronRun(schedule.cron, schedule.tz ?? 'UTC', new Date()) : null;
+    try {
+      await this.store.fired(schedule.scheduleId, occurrence, next);
+    } catch (error) {
+      this.log.error({ err: error, scheduleId: schedule.scheduleId }, 'could not record a fired occurrence');
+    }
+    if (next) this.arm({ ...schedule, occurrences: occurrence, nextFireAt: next });
+  }
+}

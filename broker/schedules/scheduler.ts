@@ -1,0 +1,20 @@
+/**
+ * The scheduler: who arms and fires scheduled messages (DESIGN §2, row "scheduledMessages").
+ *
+ * Contract:
+ * - Each occurrence becomes one durable message from the creator (`fire`), even while the creator is
+ *   offline, then is recorded in the schedule's row.
+ * - `created` / `cancelled` tell the scheduler about changes made through this node.
+ * - Implementations differ in who fires: see scheduler.local.ts for the single-node gap.
+ */
+import type { Schedule } from './store.js';
+
+/** Turns one occurrence into a durable message and records it; never throws (logs and counts). */
+export type FireOccurrence = (schedule: Schedule, occurrence: number) => Promise<void>;
+
+export interface Scheduler {
+  start(): Promise<void>;
+  created(schedule: Schedule): void;
+  cancelled(scheduleId: string): void;
+  close(): Promise<void>;
+}

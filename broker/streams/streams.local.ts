@@ -1,0 +1,69 @@
+import type { SessionIdentity } from '../connections/connection.js';
+import type { StreamSink, Streams } from './streams.js';
+
+/**
+ * Subscriptions in this node's memory. The gap on 2+ nodes: a publish reaches only the subscribers
+ * connected to the publisher's node, and `list` counts only this node's subscribers.
+ */
+export class LocalStreams implements Streams {
+  /** meshId → stream → subscribed session ids */
+  private readonly subscriptions = new Map<string, Map<string, Set<string>>>();
+
+  constructor(private readonly sink: StreamSink) {}
+
+  async subscribe(session: SessionIdentity, stream: string): Promise<void> {
+    let streams = this.subscriptions.get(session.meshId);
+    if (!streams) {
+      streams = new Map();
+      this.subscriptions.set(session.meshId, streams);
+    }
+    let subscribers = streams.get(stream);
+    if (!subscribers) {
+      subscribers = new Set();
+      streams.set(stream, subscribers);
+    }
+    subscribers.add(session.sessionId);
+  }
+
+  async unsubscribe(session: SessionIdentity, stream: string): Promise<void> {
+    this.remove(session.meshId, stream, session.sessionId);
+  }
+
+  async publish(session: SessionIdentity, stream: string, data: unknown): Promise<void> {
+    const subscribers = this.subscriptions.get(session.meshId)?.get(stream);
+    if (!subscribers) return;
+    const targets = [...subscribers].filter((id) => id !== session.sessionId);
+    this.sink(targets, {
+      type: 'stream.data',
+      stream,
+      data,
+      from: session.pubkey,
+      fromSession: session.sessionId,
+    });
+  }
+
+  async list(meshId: string): Promise<Array<{ name: string; subscribers: number }>> {
+    const streams = this.subscriptions.get(meshId) ?? new Map<string, Set<string>>();
+    return [...streams]
+      .map(([name, set]) => ({ name, subscribers: set.size }))
+      .sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  async sessionEnded(meshId: string, sessionId: string): Promise<void> {
+    for (const stream of [...(this.subscriptions.get(meshId)?.keys() ?? [])])
+      this.remove(meshId, stream, sessionId);
+  }
+
+  async close(): Promise<void> {
+    this.subscriptions.clear();
+  }
+
+  private remove(meshId: string, stream: string, sessionId: string): void {
+    const streams = this.subscriptions.get(meshId);
+    const subscribers = streams?.get(stream);
+    if (!streams || !subscribers) return;
+    subscribers.delete(sessionId);
+    if (subscribers.size === 0) streams.delete(stream);
+    if (streams.size === 0) this.subscriptions.delete(meshId);
+  }
+}

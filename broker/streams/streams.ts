@@ -1,0 +1,32 @@
+/**
+ * Streams: ephemeral pub/sub inside a mesh (DESIGN §2, row "streamSubscriptions").
+ *
+ * Contract:
+ * - `publish` delivers `stream.data` at most once to every session of the mesh subscribed to the
+ *   stream, except the publishing session. Nothing is stored: a subscriber that is offline misses it.
+ * - Subscriptions belong to the session: they survive reconnects within the presence grace period and
+ *   end with `sessionEnded` (the session left for good).
+ * - Frames reach sockets through the `StreamSink` the node registered (one inbound path).
+ */
+import type { SessionIdentity } from '../connections/connection.js';
+
+export interface StreamDataFrame {
+  type: 'stream.data';
+  stream: string;
+  data: unknown;
+  from: string;
+  fromSession: string;
+}
+
+/** Delivers a stream frame to this node's sessions among `sessionIds`. */
+export type StreamSink = (sessionIds: Iterable<string>, frame: StreamDataFrame) => void;
+
+export interface Streams {
+  subscribe(session: SessionIdentity, stream: string): Promise<void>;
+  unsubscribe(session: SessionIdentity, stream: string): Promise<void>;
+  publish(session: SessionIdentity, stream: string, data: unknown): Promise<void>;
+  /** Streams of the mesh with their subscriber counts. */
+  list(meshId: string): Promise<Array<{ name: string; subscribers: number }>>;
+  sessionEnded(meshId: string, sessionId: string): Promise<void>;
+  close(): Promise<void>;
+}

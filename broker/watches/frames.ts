@@ -1,0 +1,112 @@
+import { z } from 'zod';
+import type { AuditLog } from '../audit/audit.js';
+import { ProtocolError } from '../protocol/errors.js';
+import { rid, uuid } from '../protocol/frames.js';
+import type { Router } from '../ws/router.js';
+import { BadTargetError, checkTarget, ForbiddenTargetError } from './address-guard.js';
+import { parseNotifyOn, validateExtract } from './fetch-value.js';
+import type { WatchRunner } from './runner.js';
+import type { Watch, WatchLimits, WatchStore } from './store.js';
+
+const createFrame = z.object({
+  type: z.literal('watch.create'),
+  url: z.string().min(1).max(2048),
+  mode: z.enum(['hash', 'json', 'status']),
+  extract: z.string().min(1).max(256).optional(),
+  intervalSec: z.number().int().min(5, 'must be at least 5').max(86_400, 'must be at most 86400'),
+  notifyOn: z.string().min(1).max(256).optional(),
+  rid,
+});
+const deleteFrame = z.object({ type: z.literal('watch.delete'), watchId: uuid, rid });
+const listFrame = z.object({ type: z.literal('watch.list'), rid });
+
+export interface WatchFramesOptions {
+  store: WatchStore;
+  runner: () => WatchRunner;
+  audit: AuditLog;
+  nodeId: string;
+  limits: WatchLimits;
+  allowPrivate: boolean;
+}
+
+function view(watch: Watch) {
+  return {
+    watchId: watch.watchId,
+    url: watch.url,
+    mode: watch.mode,
+    extract: watch.extract,
+    intervalSec: watch.intervalSec,
+    notifyOn: watch.notifyOn,
+    lastValue: watch.lastValue,
+    lastCheckedAt: watch.lastCheckedAt?.toISOString() ?? null,
+    lastError: watch.lastError,
+    createdAt: watch.createdAt.toISOString(),
+  };
+}
+
+/** The URL watch frames (PROTOCOL.md § URL watches). */
+export function registerWatchFrames(router: Router, options: WatchFramesOptions): void {
+  const { store, audit } = options;
+
+  router.on('watch.create', createFrame, async (frame, { identity }) => {
+    if (frame.extract !== undefined) {
+      if (frame.mode !== 'json') throw new ProtocolError('bad_request', '"extract" goes with mode "json"');
+      const problem = validateExtract(frame.extract);
+      if (problem) throw new ProtocolError('bad_request', `field "extract" ${problem}`);
+    }
+    let notifyOn: string;
+    try {
+      const rule = parseNotifyOn(frame.notifyOn);
+      notifyOn = rule.kind === 'change' ? 'change' : `${rule.kind}:${rule.value}`;
+    } catch (error) {
+      throw new ProtocolError('bad_request', `field "notifyOn" ${(error as Error).message}`);
+    }
+    try {
+      await checkTarget(frame.url, { allowPrivate: options.allowPrivate });
+    } catch (error) {
+      if (error instanceof ForbiddenTargetError) throw new ProtocolError('forbidden', error.message);
+      if (error instanceof BadTargetError)
+        throw new ProtocolError('bad_request', `field "url" ${error.message}`);
+      throw error;
+    }
+    const watch = await store.create(
+      {
+        meshId: identity.meshId,
+        memberId: identity.memberId,
+        sessionId: identity.sessionId,
+        url: frame.url,
+        mode: frame.mode,
+        extract: frame.extract ?? null,
+        intervalSec: frame.intervalSec,
+        notifyOn,
+        ownerNode: options.nodeId,
+      },
+      options.limits,
+    );
+    options.runner().created(watch);
+    audit.record({
+      meshId: identity.meshId,
+      eventType: 'watch.created',
+      actor: identity.pubkey,
+      payload: { watchId: watch.watchId, url: frame.url, mode: frame.mode, intervalSec: frame.intervalSec },
+    });
+    return { type: 'watch.created', watchId: watch.watchId };
+  });
+
+  router.on('watch.delete', deleteFrame, async (frame, { identity }) => {
+    await store.delete(identity.meshId, identity.memberId, frame.watchId);
+    options.runner().deleted(frame.watchId);
+    audit.record({
+      meshId: identity.meshId,
+      eventType: 'watch.deleted',
+      actor: identity.pubkey,
+      payload: { watchId: frame.watchId },
+    });
+    return { type: 'watch.deleted', watchId: frame.watchId };
+  });
+
+  router.on('watch.list', listFrame, async (_frame, { identity }) => ({
+    type: 'watch.list_result',
+    watches: (await store.list(identity.meshId, identity.memberId)).map(view),
+  }));
+}

@@ -1,0 +1,128 @@
+/** URL watches in Postgres: creation with limits, delete and list by the creating member, poll results. */
+import type { Pool } from '../db/pool.js';
+import { ProtocolError } from '../protocol/errors.js';
+import type { WatchMode } from './fetch-value.js';
+
+export interface Watch {
+  watchId: string;
+  meshId: string;
+  memberId: number;
+  sessionId: string;
+  creator: string;
+  url: string;
+  mode: WatchMode;
+  extract: string | null;
+  intervalSec: number;
+  notifyOn: string;
+  lastValue: string | null;
+  lastCheckedAt: Date | null;
+  lastError: string | null;
+  createdAt: Date;
+}
+
+const COLUMNS = `w.id AS "watchId", w.mesh_id AS "meshId", w.member_id AS "memberId", w.session_id AS "sessionId",
+  m.pubkey AS creator, w.url, w.mode, w.extract, w.interval_sec AS "intervalSec", w.notify_on AS "notifyOn",
+  w.last_value AS "lastValue", w.last_checked_at AS "lastCheckedAt", w.last_error AS "lastError",
+  w.created_at AS "createdAt"`;
+
+export interface NewWatch {
+  meshId: string;
+  memberId: number;
+  sessionId: string;
+  url: string;
+  mode: WatchMode;
+  extract: string | null;
+  intervalSec: number;
+  notifyOn: string;
+  ownerNode: string;
+}
+
+export interface WatchLimits {
+  perMember: number;
+  perMesh: number;
+}
+
+export class WatchStore {
+  constructor(private readonly pool: Pool) {}
+
+  /** Creates a watch unless the member or the mesh is at its limit (checked in the same statement). */
+  async create(watch: NewWatch, limits: WatchLimits): Promise<Watch> {
+    const result = await this.pool.query<{ id: string | null; member: number; mesh: number }>(
+      `WITH counts AS (
+         SELECT count(*) FILTER (WHERE member_id = $2)::int AS member, count(*)::int AS mesh
+           FROM watches WHERE mesh_id = $1 AND deleted_at IS NULL
+       ), ins AS (
+         INSERT INTO watches (mesh_id, member_id, session_id, url, mode, extract, interval_sec, notify_on, owner_node)
+         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 FROM counts WHERE counts.member < $10 AND counts.mesh < $11
+         RETURNING id
+       )
+       SELECT (SELECT id FROM ins) AS id, counts.member, counts.mesh FROM counts`,
+      [
+        watch.meshId,
+        watch.memberId,
+        watch.sessionId,
+        watch.url,
+        watch.mode,
+        watch.extract,
+        watch.intervalSec,
+        watch.notifyOn,
+        watch.ownerNode,
+        limits.perMember,
+        limits.perMesh,
+      ],
+    );
+    const row = result.rows[0]!;
+    if (!row.id) {
+      const which =
+        row.member >= limits.perMember
+          ? `a member may have at most ${limits.perMember}`
+          : `a mesh may have at most ${limits.perMesh}`;
+      throw new ProtocolError('limit_exceeded', `${which} watches`);
+    }
+    return (await this.get(row.id))!;
+  }
+
+  async get(watchId: string): Promise<Watch | undefined> {
+    const result = await this.pool.query<Watch>(
+      `SELECT ${COLUMNS} FROM watches w JOIN members m ON m.id = w.member_id WHERE w.id = $1 AND w.deleted_at IS NULL`,
+      [watchId],
+    );
+    return result.rows[0];
+  }
+
+  /** Deletes a watch of the creating member; another member's is `forbidden`, an unknown one `not_found`. */
+  async delete(meshId: string, memberId: number, watchId: string): Promise<void> {
+    const result = await this.pool.query<{ memberId: number }>(
+      'SELECT member_id AS "memberId" FROM watches WHERE id = $1 AND mesh_id = $2 AND deleted_at IS NULL',
+      [watchId, meshId],
+    );
+    const row = result.rows[0];
+    if (!row) throw new ProtocolError('not_found', `no watch ${watchId}`);
+    if (row.memberId !== memberId)
+      throw new ProtocolError('forbidden', 'only the creating member may delete a watch');
+    await this.end(watchId);
+  }
+
+  /** Marks a watch gone (deleted, or ended with its session). */
+  async end(watchId: string): Promise<void> {
+    await this.pool.query('UPDATE watches SET deleted_at = now() WHERE id = $1 AND deleted_at IS NULL', [
+      watchId,
+    ]);
+  }
+
+  async list(meshId: string, memberId: number): Promise<Watch[]> {
+    const result = await this.pool.query<Watch>(
+      `SELECT ${COLUMNS} FROM watches w JOIN members m ON m.id = w.member_id
+        WHERE w.mesh_id = $1 AND w.member_id = $2 AND w.deleted_at IS NULL ORDER BY w.created_at`,
+      [meshId, memberId],
+    );
+    return result.rows;
+  }
+
+  async recordPoll(watchId: string, value: string | null, error: string | null): Promise<void> {
+    await this.pool.query(
+      `UPDATE watches SET last_value = coalesce($2, last_value), last_error = $3, last_checked_at = now() WHERE id = $1`,
+      [watchId, value, error],
+    );
+  }
+}
