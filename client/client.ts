@@ -8,7 +8,17 @@ import { randomUUID } from 'node:crypto';
 import WebSocket from 'ws';
 import { RecentIds } from './dedup.js';
 import { Emitter } from './emitter.js';
-import type { ErrorFrame, Frame, Message, Peer, PeerJoined, PeerLeft, Sent, Welcome } from './frames.js';
+import type {
+  ErrorFrame,
+  Frame,
+  Message,
+  Peer,
+  PeerJoined,
+  PeerLeft,
+  Sent,
+  WatchTriggered,
+  Welcome,
+} from './frames.js';
 import { signHello } from './keys.js';
 
 export interface MeshClientOptions {
@@ -33,6 +43,7 @@ export interface MeshClientOptions {
 export interface ClientEvents {
   welcome: Welcome;
   message: Message;
+  'watch.triggered': WatchTriggered;
   'peer.joined': PeerJoined;
   'peer.left': PeerLeft;
   /** Every frame the broker sends, including the ones with their own event. */
@@ -76,8 +87,8 @@ export class MeshClient extends Emitter<ClientEvents> {
   private welcome: Welcome | undefined;
   private readonly pending = new Map<string, PendingRequest>();
   private readonly seen = new RecentIds();
-  /** Messages that arrived while nobody listened: held (and not acked) until a listener attaches. */
-  private readonly unheard: Message[] = [];
+  /** Durable frames that arrived while nobody listened: held (and not acked) until a listener attaches. */
+  private readonly unheard: Array<Message | WatchTriggered> = [];
   private nextRid = 1;
   private urlIndex = 0;
   private attempt = 0;
@@ -107,10 +118,10 @@ export class MeshClient extends Emitter<ClientEvents> {
     listener: (payload: ClientEvents[K]) => void,
   ): () => void {
     const off = super.on(event, listener);
-    if (event === 'message' && this.unheard.length > 0) {
+    if ((event === 'message' || event === 'watch.triggered') && this.unheard.length > 0) {
       // After the caller's current code has run, so it can attach its other listeners first.
       queueMicrotask(() => {
-        for (const message of this.unheard.splice(0)) this.onMessage(message);
+        for (const message of this.unheard.splice(0)) this.onDurable(message);
       });
     }
     return off;
@@ -235,8 +246,9 @@ export class MeshClient extends Emitter<ClientEvents> {
       }
     }
     if (frame.type === 'welcome') this.onWelcome(frame as unknown as Welcome);
-    else if (frame.type === 'message') this.onMessage(frame as unknown as Message);
-    else if (frame.type === 'peer.joined') this.emit('peer.joined', frame as unknown as PeerJoined);
+    else if (frame.type === 'message' || frame.type === 'watch.triggered') {
+      this.onDurable(frame as unknown as Message | WatchTriggered);
+    } else if (frame.type === 'peer.joined') this.emit('peer.joined', frame as unknown as PeerJoined);
     else if (frame.type === 'peer.left') this.emit('peer.left', frame as unknown as PeerLeft);
     else if (frame.type === 'error') this.emit('error', frame as unknown as ErrorFrame);
   }
@@ -251,13 +263,17 @@ export class MeshClient extends Emitter<ClientEvents> {
     this.firstWelcome = undefined;
   }
 
-  private onMessage(message: Message): void {
-    if (this.listenerCount('message') === 0) {
+  /** A frame owed until acked (`message`, `watch.triggered`): deduplicated, emitted, then acked. */
+  private onDurable(message: Message | WatchTriggered): void {
+    if (this.listenerCount(message.type) === 0) {
       this.unheard.push(message);
       return;
     }
     const fresh = this.seen.add(message.messageId);
-    if (fresh) this.emit('message', message);
+    if (fresh) {
+      if (message.type === 'message') this.emit('message', message);
+      else this.emit('watch.triggered', message);
+    }
     // Acked even when a duplicate: the broker redelivers until it hears the ack.
     if (this.options.autoAck !== false) this.ack(message.messageId);
   }

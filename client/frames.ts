@@ -21,6 +21,17 @@ export interface Message {
   [extra: string]: unknown;
 }
 
+/** A durable notification that a URL watch of this member triggered (acked like a message). */
+export interface WatchTriggered {
+  type: 'watch.triggered';
+  messageId: string;
+  watchId: string;
+  url: string;
+  oldValue: string | null;
+  newValue: string;
+  sentAt: string;
+}
+
 export interface Sent {
   type: 'sent';
   id: string;
