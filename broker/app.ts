@@ -7,6 +7,8 @@ import websocket from '@fastify/websocket';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import { Redis } from 'ioredis';
 import { z } from 'zod';
+import { recordFlagChange } from '../flags/changes.js';
+import { subscribeRefresh } from '../flags/refresh-bus.js';
 import { registerAuditFrames } from './audit/frames.js';
 import { registerClockFrames } from './clock/frames.js';
 import type { BrokerConfig } from './config.js';
@@ -16,6 +18,8 @@ import { runMigrations } from './db/migrate.js';
 import { createPool } from './db/pool.js';
 import { registerMessaging, replayBacklog } from './delivery/messaging.js';
 import { MessageStore } from './delivery/store.js';
+import { createFlagProvider } from './flag-provider.js';
+import { FlagRuntime } from './flag-runtime.js';
 import { HelloAdmission } from './hello/admission.js';
 import { registerAdmin } from './http/admin.js';
 import { registerErrorHandler } from './http/errors.js';
@@ -25,7 +29,7 @@ import { Directory } from './identity/directory.js';
 import { createLogger, type Logger } from './log.js';
 import { registerMcpFrames } from './mcp/frames.js';
 import { BrokerMetrics } from './metrics.js';
-import { createLocalModules, type StateModules } from './modules.js';
+import { createModules } from './modules.js';
 import { NodeHeartbeat } from './nodes/heartbeat.js';
 import { registerPresenceFrames } from './presence/frames.js';
 import type { PresenceFrame } from './presence/presence.js';
@@ -97,8 +101,9 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
     });
     if (frame.type === 'peer.left') void sessionEnded(meshId, frame.sessionId);
   };
-  const modules: StateModules = createLocalModules({
+  const { modules, switches } = createModules({
     config,
+    redis,
     pool,
     log,
     metrics,
@@ -110,7 +115,7 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
       presenceEvents: onPresence,
       toSession,
       toMesh,
-      streams: (sessionIds, frame) => {
+      streams: (sessionIds: Iterable<string>, frame: object) => {
         for (const sessionId of sessionIds) toSession(sessionId, frame);
       },
     },
@@ -128,22 +133,50 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
     }
   };
 
+  let heartbeat: NodeHeartbeat | undefined;
+  const flags = new FlagRuntime({
+    environment: config.flagsEnv,
+    provider: createFlagProvider(config),
+    switches,
+    metrics,
+    log,
+    onChange: (changed, snapshot) => {
+      heartbeat?.beatNow();
+      // A hand edit of the file has no author: the first node to see it records it (once, cluster-wide).
+      if (snapshot.source !== 'file') return;
+      for (const { flag, value } of changed) {
+        recordFlagChange(pool, {
+          environment: config.flagsEnv,
+          flag,
+          value,
+          actor: `node:${config.nodeId}`,
+        }).catch((error) => log.warn({ err: error, flag }, 'could not record a flag change'));
+      }
+    },
+  });
+  await flags.start();
+  const refreshSubscriber = redis.duplicate({ keyPrefix: '' });
+  refreshSubscriber.on('error', (error) => log.debug({ err: error }, 'redis (flags subscriber) error'));
+  subscribeRefresh(refreshSubscriber, config.redisKeyPrefix, config.flagsEnv, () => flags.refresh()).catch(
+    (error) => log.warn({ err: error }, 'flags: no push subscription (the poll still applies changes)'),
+  );
+
   const router = new Router();
   registerMessaging(router, {
     store: messages,
-    delivery: () => modules.delivery,
-    limits: () => modules.limits,
+    delivery: modules.delivery,
+    limits: modules.limits,
     audit: modules.audit,
     metrics,
     maxBodyBytes: config.maxBodyBytes,
   });
   registerPresenceFrames(router, modules.presence);
-  registerStreamFrames(router, () => modules.streams, metrics);
-  registerClockFrames(router, () => modules.clocks);
-  registerMcpFrames(router, () => modules.mcp, modules.audit);
+  registerStreamFrames(router, modules.streams, metrics);
+  registerClockFrames(router, modules.clocks);
+  registerMcpFrames(router, modules.mcp, modules.audit);
   registerScheduleFrames(router, {
     store: schedules,
-    scheduler: () => modules.scheduler,
+    scheduler: modules.scheduler,
     directory,
     audit: modules.audit,
     maxPerMember: config.scheduleMaxPerMember,
@@ -151,13 +184,13 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
   });
   registerWatchFrames(router, {
     store: watchStore,
-    runner: () => modules.watches,
+    runner: modules.watches,
     audit: modules.audit,
     nodeId: config.nodeId,
     limits: { perMember: config.watchMaxPerMember, perMesh: config.watchMaxPerMesh },
     allowPrivate: config.watchAllowPrivate,
   });
-  registerAuditFrames(router, pool, () => modules.audit);
+  registerAuditFrames(router, pool, modules.audit);
   router.on('ping', pingFrame, async () => ({ type: 'pong', ts: Date.now() }));
 
   const gateway = new Gateway({
@@ -197,12 +230,8 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
   app.get('/metrics', async (_request, reply) =>
     reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),
   );
-  registerHook(
-    app,
-    () => modules.presence,
-    () => modules.limits,
-    metrics,
-  );
+  registerHook(app, modules.presence, modules.limits, metrics);
+  app.get('/flags', async () => ({ node: config.nodeId, ...flags.report() }));
   registerAdmin(app, {
     adminToken: config.adminToken,
     directory,
@@ -220,7 +249,10 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
   await modules.watches.start();
   const address = await app.listen({ host: config.host, port: config.port });
   const url = address.replace('[::1]', 'localhost');
-  const heartbeat = new NodeHeartbeat(pool, config.nodeId, url, config.heartbeatMs, log);
+  heartbeat = new NodeHeartbeat(pool, config.nodeId, url, config.heartbeatMs, log, () => ({
+    environment: config.flagsEnv,
+    flags: flags.report(),
+  }));
   await heartbeat.start();
   log.info({ url, ws: `${url.replace(/^http/, 'ws')}/ws` }, 'broker node listening');
 
@@ -230,16 +262,14 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
       draining = true;
       log.info('draining: closing every peer with 1001');
       gateway.drain();
-      await modules.scheduler.close();
-      await modules.watches.close();
-      await modules.clocks.close();
-      await modules.mcp.close();
-      await modules.streams.close();
-      await modules.audit.close();
-      await modules.presence.close().catch((error) => log.warn({ err: error }, 'could not clear presence'));
-      await modules.delivery.close();
-      await modules.nonces.close();
-      await heartbeat.stop();
+      refreshSubscriber.disconnect();
+      await flags.close();
+      for (const row of switches) {
+        await row
+          .closeAll()
+          .catch((error) => log.warn({ err: error, flag: row.flag }, 'closing a module failed'));
+      }
+      await heartbeat?.stop();
       await app.close();
       await pool.end().catch(() => {});
       redis.disconnect();

@@ -3,6 +3,9 @@
  * node with a message that names the variable, before anything is opened.
  */
 import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { defaultFlagsDir } from '../flags/file-store.js';
+import { packageRoot } from './paths.js';
 
 export interface BrokerConfig {
   databaseUrl: string;
@@ -41,6 +44,18 @@ export interface BrokerConfig {
   watchMaxBytes: number;
   watchMaxPerMember: number;
   watchMaxPerMesh: number;
+  /** The environment this node belongs to: names its flags file and its Unleash environment. */
+  flagsEnv: string;
+  flagsProvider: 'file' | 'unleash';
+  /** Folder of the `<env>.json` flags files. */
+  flagsDir: string;
+  /** Backstop poll of the flags file. */
+  flagsPollMs: number;
+  unleashUrl: string | undefined;
+  unleashToken: string | undefined;
+  unleashRefreshMs: number;
+  /** The project's state folder (Unleash backups and the like); never the system temp dir. */
+  stateDir: string;
 }
 
 export class ConfigError extends Error {
@@ -110,6 +125,16 @@ export function loadConfig(env: Env = process.env): BrokerConfig {
   const logLevel = str(env, 'LOG_LEVEL', 'info');
   if (!LOG_LEVELS.includes(logLevel))
     throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
+  const flagsEnv = str(env, 'FLAGS_ENV', 'local');
+  if (!/^[A-Za-z0-9_-]{1,64}$/.test(flagsEnv))
+    throw new ConfigError('FLAGS_ENV', 'must be 1-64 letters, digits, "_" or "-"');
+  const flagsProvider = str(env, 'FLAGS_PROVIDER', 'file');
+  if (flagsProvider !== 'file' && flagsProvider !== 'unleash') {
+    throw new ConfigError('FLAGS_PROVIDER', `must be "file" or "unleash", got "${flagsProvider}"`);
+  }
+  const unleashUrl = env.UNLEASH_URL ? url(env, 'UNLEASH_URL', '', ['http:', 'https:']) : undefined;
+  if (flagsProvider === 'unleash' && !unleashUrl)
+    throw new ConfigError('UNLEASH_URL', 'is required with FLAGS_PROVIDER=unleash');
   const maxFrameBytes = int(env, 'MAX_FRAME_BYTES', 64 * 1024, 1024, 16 * 1024 * 1024);
   return {
     databaseUrl: url(env, 'DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/meshbroker', [
@@ -141,5 +166,13 @@ export function loadConfig(env: Env = process.env): BrokerConfig {
     watchMaxBytes: int(env, 'WATCH_MAX_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
     watchMaxPerMember: int(env, 'WATCH_MAX_PER_MEMBER', 20, 1, 100_000),
     watchMaxPerMesh: int(env, 'WATCH_MAX_PER_MESH', 200, 1, 1_000_000),
+    flagsEnv,
+    flagsProvider,
+    flagsDir: str(env, 'FLAGS_DIR', defaultFlagsDir()),
+    flagsPollMs: int(env, 'FLAGS_POLL_MS', 5000, 100, 3_600_000),
+    unleashUrl,
+    unleashToken: env.UNLEASH_API_TOKEN || undefined,
+    unleashRefreshMs: int(env, 'UNLEASH_REFRESH_MS', 15_000, 100, 3_600_000),
+    stateDir: str(env, 'STATE_DIR', join(packageRoot(), '.workbench')),
   };
 }

@@ -93,6 +93,26 @@ export class BrokerMetrics {
     registers: [this.registry],
   });
 
+  readonly flagEnabled = new Gauge({
+    name: 'mesh_broker_flag_enabled',
+    help: 'Flag values this node acts on: 1 when the row runs its shared implementation',
+    labelNames: ['flag'],
+    registers: [this.registry],
+  });
+
+  readonly flagConfigError = new Gauge({
+    name: 'mesh_broker_flag_config_error',
+    help: '1 while the flag provider cannot be read (the node keeps its last good values)',
+    registers: [this.registry],
+  });
+
+  readonly redisFallbacks = new Counter({
+    name: 'mesh_broker_redis_fallback_total',
+    help: 'Calls a shared implementation served locally because Redis was unavailable, by row',
+    labelNames: ['row'],
+    registers: [this.registry],
+  });
+
   readonly dbUp = new Gauge({
     name: 'mesh_broker_db_up',
     help: '1 when the last health check reached Postgres',

@@ -1,10 +1,12 @@
 /**
- * The state rows of DESIGN §2 as this node runs them: one implementation per row. This is the only
- * place that picks implementations; with the flags issue it becomes the switch that chooses local or
- * shared per row at runtime. Modules never read flags and never know each other.
+ * The state rows of DESIGN §2 as this node runs them. This is the only place that builds
+ * implementations: per row a local one, a shared one where this build has it, and the `Switch` that the
+ * row's flag moves between them at runtime. Modules never read flags and never know each other.
  */
+import type { Redis } from 'ioredis';
 import type { AuditLog } from './audit/audit.js';
 import { LocalAuditLog } from './audit/audit.local.js';
+import { SharedAuditLog } from './audit/audit.shared.js';
 import type { MeshClocks } from './clock/clock.js';
 import { LocalClocks } from './clock/clock.local.js';
 import type { BrokerConfig } from './config.js';
@@ -19,6 +21,7 @@ import type { ConnectionCap } from './limits/connection-cap.js';
 import { LocalConnectionCap } from './limits/connection-cap.local.js';
 import { type RateLimits, ratePolicies } from './limits/rate-limits.js';
 import { LocalRateLimits } from './limits/rate-limits.local.js';
+import { SharedRateLimits } from './limits/rate-limits.shared.js';
 import type { Logger } from './log.js';
 import type { McpRegistry } from './mcp/mcp.js';
 import { LocalMcpRegistry } from './mcp/mcp.local.js';
@@ -31,6 +34,7 @@ import { LocalScheduler } from './schedules/scheduler.local.js';
 import type { ScheduleStore } from './schedules/store.js';
 import type { StreamSink, Streams } from './streams/streams.js';
 import { LocalStreams } from './streams/streams.local.js';
+import { type RowSwitch, Switch } from './switching.js';
 import { notifyWatch } from './watches/notify.js';
 import type { WatchRunner } from './watches/runner.js';
 import { LocalWatchRunner } from './watches/runner.local.js';
@@ -69,30 +73,77 @@ export interface ModuleContext {
   schedules: ScheduleStore;
   watchStore: WatchStore;
   sinks: Sinks;
+  redis: Redis;
 }
 
-export function createLocalModules(context: ModuleContext): StateModules {
-  const { config, pool, log, metrics, connections, sinks } = context;
-  const audit = new LocalAuditLog(pool, log, {
-    appended: (count) => metrics.auditAppends.inc({ mode: 'local' }, count),
-    failed: (count) => metrics.auditAppendFailures.inc(count),
+export interface NodeModules {
+  /** What the node's code uses: each forwards to the implementation its row's flag selects. */
+  modules: StateModules;
+  /** One per row, for the flag runtime, in the order they close at shutdown. */
+  switches: RowSwitch[];
+}
+
+export function createModules(context: ModuleContext): NodeModules {
+  const { config, pool, log, metrics, connections, sinks, redis } = context;
+  const auditCounters = (mode: 'local' | 'shared') => ({
+    appended: (count: number) => metrics.auditAppends.inc({ mode }, count),
+    failed: (count: number) => metrics.auditAppendFailures.inc(count),
   });
-  const delivery = new LocalDelivery(connections, (path, count) => metrics.deliveries.inc({ path }, count));
-  const modules: StateModules = {
-    audit,
-    delivery,
-    presence: new LocalPresence({
+  const localAudit = new LocalAuditLog(pool, log, auditCounters('local'));
+  const audit = new Switch<AuditLog>(
+    'ha.audit',
+    localAudit,
+    new SharedAuditLog(pool, log, auditCounters('shared')),
+    // Drain what the old writer holds before the new one appends; a local writer re-reads the heads the
+    // shared one moved.
+    async (from, _to, target) => {
+      await from.flush();
+      if (target === 'local') localAudit.forgetHeads();
+    },
+  );
+  const policies = ratePolicies(config);
+  const localLimits = new LocalRateLimits(policies);
+  const limits = new Switch<RateLimits>(
+    'ha.rate-limits',
+    localLimits,
+    new SharedRateLimits(
+      redis,
+      policies,
+      localLimits,
+      () => metrics.redisFallbacks.inc({ row: 'rate-limits' }),
+      log,
+    ),
+  );
+  const delivery = new Switch<Delivery>(
+    'ha.delivery',
+    new LocalDelivery(connections, (path, count) => metrics.deliveries.inc({ path }, count)),
+    undefined,
+  );
+  const presence = new Switch<Presence>(
+    'ha.presence',
+    new LocalPresence({
       pool,
       nodeId: config.nodeId,
       graceMs: config.presenceGraceMs,
       events: sinks.presenceEvents,
       log,
     }),
-    nonces: new LocalNonceGuard(2 * config.helloSkewMs),
-    cap: new LocalConnectionCap(config.meshConnectionCap),
-    limits: new LocalRateLimits(ratePolicies(config)),
-    streams: new LocalStreams(sinks.streams),
-    clocks: new LocalClocks({
+    undefined,
+  );
+  const nonces = new Switch<NonceGuard>(
+    'ha.presence',
+    new LocalNonceGuard(2 * config.helloSkewMs),
+    undefined,
+  );
+  const cap = new Switch<ConnectionCap>(
+    'ha.connection-cap',
+    new LocalConnectionCap(config.meshConnectionCap),
+    undefined,
+  );
+  const streams = new Switch<Streams>('ha.streams', new LocalStreams(sinks.streams), undefined);
+  const clocks = new Switch<MeshClocks>(
+    'ha.clock',
+    new LocalClocks({
       pool,
       nodeId: config.nodeId,
       tickMs: config.clockTickMs,
@@ -103,15 +154,33 @@ export function createLocalModules(context: ModuleContext): StateModules {
         sinks.toMesh(meshId, frame);
       },
     }),
-    mcp: new LocalMcpRegistry(sinks.toSession, config.mcpCallTimeoutMs),
-    scheduler: new LocalScheduler(
+    undefined,
+  );
+  const mcp = new Switch<McpRegistry>(
+    'ha.mcp',
+    new LocalMcpRegistry(sinks.toSession, config.mcpCallTimeoutMs),
+    undefined,
+  );
+  const scheduler = new Switch<Scheduler>(
+    'ha.schedules',
+    new LocalScheduler(
       context.schedules,
-      fireOccurrence({ messages: context.messages, delivery: () => modules.delivery, audit, metrics, log }),
+      fireOccurrence({
+        messages: context.messages,
+        delivery: delivery.view,
+        audit: audit.view,
+        metrics,
+        log,
+      }),
       log,
     ),
-    watches: new LocalWatchRunner(
+    undefined,
+  );
+  const watches = new Switch<WatchRunner>(
+    'ha.watches',
+    new LocalWatchRunner(
       context.watchStore,
-      notifyWatch(context.messages, () => modules.delivery, metrics),
+      notifyWatch(context.messages, delivery.view, metrics),
       {
         timeoutMs: config.watchFetchTimeoutMs,
         maxBytes: config.watchMaxBytes,
@@ -119,6 +188,23 @@ export function createLocalModules(context: ModuleContext): StateModules {
       },
       log,
     ),
+    undefined,
+  );
+  return {
+    modules: {
+      audit: audit.view,
+      limits: limits.view,
+      delivery: delivery.view,
+      presence: presence.view,
+      nonces: nonces.view,
+      cap: cap.view,
+      streams: streams.view,
+      clocks: clocks.view,
+      mcp: mcp.view,
+      scheduler: scheduler.view,
+      watches: watches.view,
+    },
+    // Background work stops first, the audit log drains after everything that records, presence last.
+    switches: [scheduler, watches, clocks, mcp, streams, delivery, audit, presence, nonces, cap, limits],
   };
-  return modules;
 }

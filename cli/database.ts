@@ -2,18 +2,33 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 export const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/meshbroker';
+export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+
+interface ClusterFile {
+  databaseUrl?: string;
+  redisUrl?: string;
+  redisKeyPrefix?: string;
+}
+
+/** The running local cluster's settings (.workbench/cluster.json), if there is one. */
+function clusterFile(): ClusterFile {
+  const path = join(process.cwd(), '.workbench', 'cluster.json');
+  return existsSync(path) ? (JSON.parse(readFileSync(path, 'utf8')) as ClusterFile) : {};
+}
 
 /**
  * The database a CLI command works on: --database-url, else DATABASE_URL, else the running local
  * cluster's (.workbench/cluster.json), else the default.
  */
 export function databaseUrlFor(option: string | undefined): string {
-  if (option) return option;
-  if (process.env.DATABASE_URL) return process.env.DATABASE_URL;
-  const clusterFile = join(process.cwd(), '.workbench', 'cluster.json');
-  if (existsSync(clusterFile)) {
-    const cluster = JSON.parse(readFileSync(clusterFile, 'utf8')) as { databaseUrl?: string };
-    if (cluster.databaseUrl) return cluster.databaseUrl;
-  }
-  return DEFAULT_DATABASE_URL;
+  return option || process.env.DATABASE_URL || clusterFile().databaseUrl || DEFAULT_DATABASE_URL;
+}
+
+/** The Redis a CLI command pushes to, found the same way as the database. */
+export function redisFor(option: string | undefined): { url: string; keyPrefix: string } {
+  const cluster = clusterFile();
+  return {
+    url: option || process.env.REDIS_URL || cluster.redisUrl || DEFAULT_REDIS_URL,
+    keyPrefix: process.env.REDIS_KEY_PREFIX || cluster.redisKeyPrefix || 'mesh:',
+  };
 }

@@ -7,6 +7,7 @@ import { ConfigError } from '../broker/config.js';
 import { UsageError } from './args.js';
 import { auditCommand } from './commands/audit.js';
 import { brokerCommand } from './commands/broker.js';
+import { flagsCommand } from './commands/flags.js';
 import { meshCommand } from './commands/mesh.js';
 import { migrateCommand } from './commands/migrate.js';
 
@@ -18,13 +19,19 @@ commands:
   mesh create NAME --members K [--out FILE] [--database-url URL]
                                   create a mesh with K members and fresh ed25519 keys
   audit verify [--mesh ID] [--json] [--database-url URL]
-                                  walk every mesh's audit chain from Postgres; exit 1 if one is broken`;
+                                  walk every mesh's audit chain from Postgres; exit 1 if one is broken
+  flags list --env E [--json]     each flag: the provider's value and what every live node acts on
+  flags set KEY on|off --env E [--actor NAME]
+                                  flip a flag (file or Unleash provider), audit it, push it to the nodes
+      provider options: --provider file|unleash, --flags-dir DIR, --unleash-url URL,
+      --unleash-token T, --unleash-environment NAME (default: development)`;
 
 const commands: Record<string, (argv: string[]) => Promise<number | undefined>> = {
   broker: brokerCommand,
   migrate: migrateCommand,
   mesh: meshCommand,
   audit: auditCommand,
+  flags: flagsCommand,
 };
 
 async function main(argv: string[]): Promise<number> {

@@ -30,9 +30,9 @@ function entry(row: AuditRow) {
  * `audit.query` (newest first) and `audit.verify` for the caller's mesh. Both first wait for this
  * node's queued appends of the mesh, so a peer sees the events it just caused.
  */
-export function registerAuditFrames(router: Router, pool: Pool, audit: () => AuditLog): void {
+export function registerAuditFrames(router: Router, pool: Pool, audit: AuditLog): void {
   router.on('audit.query', queryFrame, async (frame, { identity }) => {
-    await audit().flush(identity.meshId);
+    await audit.flush(identity.meshId);
     const result = await pool.query<AuditRow>(
       `SELECT ${AUDIT_COLUMNS} FROM audit_log WHERE mesh_id = $1 AND ($2::bigint IS NULL OR seq < $2)
         ORDER BY seq DESC, id DESC LIMIT $3`,
@@ -41,7 +41,7 @@ export function registerAuditFrames(router: Router, pool: Pool, audit: () => Aud
     return { type: 'audit.result', entries: result.rows.map(entry) };
   });
   router.on('audit.verify', verifyFrame, async (_frame, { identity }) => {
-    await audit().flush(identity.meshId);
+    await audit.flush(identity.meshId);
     const { head: _head, ...result } = await verifyMesh(pool, identity.meshId);
     return { type: 'audit.verify_result', ...result };
   });

@@ -11,18 +11,18 @@ const setFrame = z.object({
 const simpleFrame = (type: string) => z.object({ type: z.literal(type), rid });
 
 /** The clock frames (PROTOCOL.md § Mesh clock); every one answers `clock.status`. */
-export function registerClockFrames(router: Router, clocks: () => MeshClocks): void {
+export function registerClockFrames(router: Router, clocks: MeshClocks): void {
   const status = (value: object) => ({ type: 'clock.status', ...value });
   router.on('clock.set', setFrame, async (frame, { identity }) =>
-    status(await clocks().set(identity.meshId, frame.speed)),
+    status(await clocks.set(identity.meshId, frame.speed)),
   );
   router.on('clock.pause', simpleFrame('clock.pause'), async (_f, { identity }) =>
-    status(await clocks().pause(identity.meshId)),
+    status(await clocks.pause(identity.meshId)),
   );
   router.on('clock.resume', simpleFrame('clock.resume'), async (_f, { identity }) =>
-    status(await clocks().resume(identity.meshId)),
+    status(await clocks.resume(identity.meshId)),
   );
   router.on('clock.get', simpleFrame('clock.get'), async (_f, { identity }) =>
-    status(await clocks().get(identity.meshId)),
+    status(await clocks.get(identity.meshId)),
   );
 }

@@ -230,3 +230,20 @@ export const watches = pgTable(
   },
   (t) => [index('watches_member_idx').on(t.meshId, t.memberId).where(sql`${t.deletedAt} IS NULL`)],
 );
+
+/**
+ * The last recorded value of each flag per environment. Recording a change updates the row only when the
+ * value differs, in the same transaction as its audit event: so a change seen by many nodes (or made by
+ * the CLI and then seen by nodes) is audited once.
+ */
+export const flagStates = pgTable(
+  'flag_states',
+  {
+    environment: text('environment').notNull(),
+    flag: text('flag').notNull(),
+    value: boolean('value').notNull(),
+    changedBy: text('changed_by').notNull(),
+    changedAt: timestamp('changed_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ name: 'flag_states_pk', columns: [t.environment, t.flag] })],
+);

@@ -29,8 +29,8 @@ const ackFrame = z.object({
 
 export interface MessagingOptions {
   store: MessageStore;
-  delivery: () => Delivery;
-  limits: () => RateLimits;
+  delivery: Delivery;
+  limits: RateLimits;
   audit: AuditLog;
   metrics: BrokerMetrics;
   maxBodyBytes: number;
@@ -43,7 +43,7 @@ export function registerMessaging(router: Router, options: MessagingOptions): vo
     const bytes = Buffer.byteLength(frame.body, 'utf8');
     if (bytes > maxBodyBytes)
       throw new ProtocolError('too_large', `body is larger than ${maxBodyBytes} bytes`);
-    const decision = await options.limits().consume('send', `${identity.meshId}:${identity.pubkey}`);
+    const decision = await options.limits.consume('send', `${identity.meshId}:${identity.pubkey}`);
     if (!decision.allowed) {
       metrics.rateLimited.inc({ kind: 'send' });
       throw new ProtocolError('rate_limited', `sending too fast; retry in ${decision.retryAfterMs} ms`);
@@ -51,7 +51,7 @@ export function registerMessaging(router: Router, options: MessagingOptions): vo
     const accepted = await store.accept(identity, { id: frame.id, to: frame.to, body: frame.body });
     if (!accepted.duplicate) {
       metrics.messagesAccepted.inc();
-      await options.delivery().dispatch(accepted.frame, accepted.recipients);
+      await options.delivery.dispatch(accepted.frame, accepted.recipients);
       options.audit.record({
         meshId: identity.meshId,
         eventType: 'message.sent',

@@ -18,13 +18,13 @@ const body = z.object({
  */
 export function registerHook(
   app: FastifyInstance,
-  presence: () => Presence,
-  limits: () => RateLimits,
+  presence: Presence,
+  limits: RateLimits,
   metrics: BrokerMetrics,
 ): void {
   app.post('/hook/status', async (request, reply) => {
     const { sessionId, status } = parseWith(body, request.body);
-    const decision = await limits().consume('hook', sessionId.toLowerCase());
+    const decision = await limits.consume('hook', sessionId.toLowerCase());
     if (!decision.allowed) {
       metrics.rateLimited.inc({ kind: 'hook' });
       reply.header('retry-after', Math.ceil(decision.retryAfterMs / 1000));
@@ -33,7 +33,7 @@ export function registerHook(
         `too many status reports; retry in ${decision.retryAfterMs} ms`,
       );
     }
-    if (!(await presence().setStatus(sessionId.toLowerCase(), status))) {
+    if (!(await presence.setStatus(sessionId.toLowerCase(), status))) {
       throw new ProtocolError('not_found', `no session ${sessionId} on this node`);
     }
     return { ok: true };

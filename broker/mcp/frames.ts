@@ -36,10 +36,10 @@ const resultFrame = z.object({
 });
 
 /** The MCP frames (PROTOCOL.md § MCP tools hosted by peers). */
-export function registerMcpFrames(router: Router, registry: () => McpRegistry, audit: AuditLog): void {
+export function registerMcpFrames(router: Router, registry: McpRegistry, audit: AuditLog): void {
   router.on('mcp.register', registerFrame, async (frame, { identity }) => {
     const names = frame.tools.map((t) => t.name);
-    await registry().register(identity, frame.server, frame.description, frame.tools);
+    await registry.register(identity, frame.server, frame.description, frame.tools);
     audit.record({
       meshId: identity.meshId,
       eventType: 'mcp.registered',
@@ -49,7 +49,7 @@ export function registerMcpFrames(router: Router, registry: () => McpRegistry, a
     return { type: 'mcp.registered', server: frame.server };
   });
   router.on('mcp.unregister', unregisterFrame, async (frame, { identity }) => {
-    await registry().unregister(identity, frame.server);
+    await registry.unregister(identity, frame.server);
     audit.record({
       meshId: identity.meshId,
       eventType: 'mcp.unregistered',
@@ -60,15 +60,15 @@ export function registerMcpFrames(router: Router, registry: () => McpRegistry, a
   });
   router.on('mcp.list', listFrame, async (_frame, { identity }) => ({
     type: 'mcp.list_result',
-    servers: (await registry().list(identity.meshId)).map(({ hostSession: _hostSession, ...entry }) => entry),
+    servers: (await registry.list(identity.meshId)).map(({ hostSession: _hostSession, ...entry }) => entry),
   }));
   // The answer comes later as mcp.call_result (with this rid); the socket is not held meanwhile.
   router.on('mcp.call', callFrame, async (frame, { identity, rid }) => {
-    await registry().call(identity, { ...frame, rid });
+    await registry.call(identity, { ...frame, rid });
     return undefined;
   });
   router.on('mcp.result', resultFrame, async (frame, { identity }) => {
-    await registry().result(identity, frame);
+    await registry.result(identity, frame);
     return frame.rid === undefined ? undefined : { type: 'mcp.result_accepted', callId: frame.callId };
   });
 }

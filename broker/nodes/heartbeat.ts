@@ -14,13 +14,16 @@ export class NodeHeartbeat {
     private readonly url: string,
     private readonly intervalMs: number,
     private readonly log: Logger,
+    /** What the node reports about itself in its row (`info`): its environment and flag values. */
+    private readonly info: () => object = () => ({}),
   ) {}
 
   async start(): Promise<void> {
     await this.pool.query(
-      `INSERT INTO nodes (id, url, started_at, heartbeat_at, stopped_at) VALUES ($1, $2, now(), now(), NULL)
-       ON CONFLICT (id) DO UPDATE SET url = excluded.url, started_at = now(), heartbeat_at = now(), stopped_at = NULL`,
-      [this.nodeId, this.url],
+      `INSERT INTO nodes (id, url, started_at, heartbeat_at, stopped_at, info) VALUES ($1, $2, now(), now(), NULL, $3)
+       ON CONFLICT (id) DO UPDATE SET url = excluded.url, started_at = now(), heartbeat_at = now(), stopped_at = NULL,
+         info = excluded.info`,
+      [this.nodeId, this.url, JSON.stringify(this.info())],
     );
     this.timer ??= setInterval(() => void this.beat(), this.intervalMs);
     this.timer.unref();
@@ -34,9 +37,17 @@ export class NodeHeartbeat {
       .catch((error) => this.log.warn({ err: error }, 'could not mark the node stopped'));
   }
 
+  /** Writes the row now (something the row reports changed), besides the regular beats. */
+  beatNow(): void {
+    if (this.timer) void this.beat();
+  }
+
   private async beat(): Promise<void> {
     try {
-      await this.pool.query('UPDATE nodes SET heartbeat_at = now() WHERE id = $1', [this.nodeId]);
+      await this.pool.query('UPDATE nodes SET heartbeat_at = now(), info = $2 WHERE id = $1', [
+        this.nodeId,
+        JSON.stringify(this.info()),
+      ]);
     } catch (error) {
       this.log.warn({ err: error }, 'node heartbeat failed');
     }

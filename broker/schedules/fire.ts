@@ -8,7 +8,7 @@ import type { FireOccurrence } from './scheduler.js';
 
 export interface FireOptions {
   messages: MessageStore;
-  delivery: () => Delivery;
+  delivery: Delivery;
   audit: AuditLog;
   metrics: BrokerMetrics;
   log: Logger;
@@ -36,7 +36,7 @@ export function fireOccurrence(options: FireOptions): FireOccurrence {
           occurrence,
         },
       );
-      await options.delivery().dispatch(accepted.frame, accepted.recipients);
+      await options.delivery.dispatch(accepted.frame, accepted.recipients);
       options.metrics.scheduleFires.inc({ outcome: 'fired' });
       options.audit.record({
         meshId: schedule.meshId,

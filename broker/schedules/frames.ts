@@ -25,7 +25,7 @@ const listFrame = z.object({ type: z.literal('schedule.list'), rid });
 
 export interface ScheduleFramesOptions {
   store: ScheduleStore;
-  scheduler: () => Scheduler;
+  scheduler: Scheduler;
   directory: Directory;
   audit: AuditLog;
   maxPerMember: number;
@@ -91,7 +91,7 @@ export function registerScheduleFrames(router: Router, options: ScheduleFramesOp
       },
       options.maxPerMember,
     );
-    options.scheduler().created(schedule);
+    options.scheduler.created(schedule);
     audit.record({
       meshId: identity.meshId,
       eventType: 'schedule.created',
@@ -109,7 +109,7 @@ export function registerScheduleFrames(router: Router, options: ScheduleFramesOp
 
   router.on('schedule.cancel', cancelFrame, async (frame, { identity }) => {
     await store.cancel(identity.meshId, identity.memberId, frame.scheduleId);
-    options.scheduler().cancelled(frame.scheduleId);
+    options.scheduler.cancelled(frame.scheduleId);
     audit.record({
       meshId: identity.meshId,
       eventType: 'schedule.cancelled',

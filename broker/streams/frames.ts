@@ -19,22 +19,22 @@ const publishFrame = z.object({
 const listFrame = z.object({ type: z.literal('stream.list'), rid });
 
 /** The stream frames (PROTOCOL.md § Streams) over whichever Streams implementation the node runs. */
-export function registerStreamFrames(router: Router, streams: () => Streams, metrics: BrokerMetrics): void {
+export function registerStreamFrames(router: Router, streams: Streams, metrics: BrokerMetrics): void {
   router.on('stream.subscribe', subscribeFrame, async (frame, { identity }) => {
-    await streams().subscribe(identity, frame.stream);
+    await streams.subscribe(identity, frame.stream);
     return { type: 'stream.subscribed', stream: frame.stream };
   });
   router.on('stream.unsubscribe', unsubscribeFrame, async (frame, { identity }) => {
-    await streams().unsubscribe(identity, frame.stream);
+    await streams.unsubscribe(identity, frame.stream);
     return { type: 'stream.unsubscribed', stream: frame.stream };
   });
   router.on('stream.publish', publishFrame, async (frame, { identity }) => {
-    await streams().publish(identity, frame.stream, frame.data);
+    await streams.publish(identity, frame.stream, frame.data);
     metrics.streamPublishes.inc();
     return frame.rid === undefined ? undefined : { type: 'stream.published', stream: frame.stream };
   });
   router.on('stream.list', listFrame, async (_frame, { identity }) => ({
     type: 'stream.list_result',
-    streams: await streams().list(identity.meshId),
+    streams: await streams.list(identity.meshId),
   }));
 }

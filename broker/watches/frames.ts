@@ -22,7 +22,7 @@ const listFrame = z.object({ type: z.literal('watch.list'), rid });
 
 export interface WatchFramesOptions {
   store: WatchStore;
-  runner: () => WatchRunner;
+  runner: WatchRunner;
   audit: AuditLog;
   nodeId: string;
   limits: WatchLimits;
@@ -83,7 +83,7 @@ export function registerWatchFrames(router: Router, options: WatchFramesOptions)
       },
       options.limits,
     );
-    options.runner().created(watch);
+    options.runner.created(watch);
     audit.record({
       meshId: identity.meshId,
       eventType: 'watch.created',
@@ -95,7 +95,7 @@ export function registerWatchFrames(router: Router, options: WatchFramesOptions)
 
   router.on('watch.delete', deleteFrame, async (frame, { identity }) => {
     await store.delete(identity.meshId, identity.memberId, frame.watchId);
-    options.runner().deleted(frame.watchId);
+    options.runner.deleted(frame.watchId);
     audit.record({
       meshId: identity.meshId,
       eventType: 'watch.deleted',

@@ -5,11 +5,7 @@ import type { BrokerMetrics } from '../metrics.js';
 import type { NotifyWatch } from './runner.js';
 
 /** A triggered watch as a durable `watch.triggered` owed to the creating member until acked. */
-export function notifyWatch(
-  messages: MessageStore,
-  delivery: () => Delivery,
-  metrics: BrokerMetrics,
-): NotifyWatch {
+export function notifyWatch(messages: MessageStore, delivery: Delivery, metrics: BrokerMetrics): NotifyWatch {
   return async (watch, oldValue, newValue) => {
     const accepted = await messages.accept(
       { meshId: watch.meshId, memberId: watch.memberId, sessionId: watch.sessionId, pubkey: watch.creator },
@@ -21,7 +17,7 @@ export function notifyWatch(
         allowSelf: true,
       },
     );
-    await delivery().dispatch(accepted.frame, accepted.recipients);
+    await delivery.dispatch(accepted.frame, accepted.recipients);
     metrics.watchNotifications.inc();
   };
 }

@@ -43,6 +43,7 @@ describe('workbench CLI', () => {
     expect(tables.rows.map((r) => r.tablename)).toEqual([
       'audit_log',
       'deliveries',
+      'flag_states',
       'members',
       'mesh_clocks',
       'meshes',

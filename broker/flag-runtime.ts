@@ -1,0 +1,123 @@
+/**
+ * The node's side of the flags: follows the provider's snapshots, moves each state row to the
+ * implementation its flag asks for (one row at a time, in order), and reports what the node acts on
+ * (GET /flags, metrics, the heartbeat row). With the file provider it also records a value it sees
+ * change (audited once cluster-wide, whichever node sees it first).
+ */
+import type { FlagProvider, FlagSnapshot } from '../flags/provider.js';
+import { FLAGS, type FlagKey } from '../flags/registry.js';
+import type { Logger } from './log.js';
+import type { BrokerMetrics } from './metrics.js';
+import type { RowSwitch } from './switching.js';
+
+export interface FlagState {
+  /** The provider's value. */
+  value: boolean;
+  /** What the node acts on: true when the row runs its shared implementation. */
+  acting: boolean;
+  row: string;
+  note?: string;
+}
+
+export interface FlagReport {
+  environment: string;
+  provider: 'file' | 'unleash';
+  source: string;
+  fetchedAt: string;
+  error: string | null;
+  flags: Record<FlagKey, FlagState>;
+}
+
+export interface FlagRuntimeOptions {
+  environment: string;
+  provider: FlagProvider;
+  switches: RowSwitch[];
+  metrics: BrokerMetrics;
+  log: Logger;
+  /** A provider value changed (after the switches moved): report it now, record it if needed. */
+  onChange: (changed: Array<{ flag: FlagKey; value: boolean }>, snapshot: FlagSnapshot) => void;
+}
+
+export class FlagRuntime {
+  private applying: Promise<void> = Promise.resolve();
+  private applied: FlagSnapshot | undefined;
+
+  constructor(private readonly options: FlagRuntimeOptions) {}
+
+  async start(): Promise<void> {
+    this.options.provider.onSnapshot((snapshot) => {
+      this.applying = this.applying.then(() => this.apply(snapshot));
+    });
+    await this.options.provider.start();
+    this.applying = this.applying.then(() => this.apply(this.options.provider.current()));
+    await this.applying;
+  }
+
+  refresh(): void {
+    this.options.provider
+      .refresh()
+      .catch((error) => this.options.log.warn({ err: error }, 'flag refresh failed'));
+  }
+
+  /** Resolves once every snapshot received so far has been acted on. */
+  settled(): Promise<void> {
+    return this.applying;
+  }
+
+  report(): FlagReport {
+    const snapshot = this.options.provider.current();
+    const switches = new Map(this.options.switches.map((s) => [s.flag, s]));
+    const flags = Object.fromEntries(
+      FLAGS.map((flag) => {
+        const row = switches.get(flag.key);
+        const state: FlagState = {
+          value: snapshot.values[flag.key],
+          acting: row?.using === 'shared',
+          row: flag.row,
+          ...(row?.hasShared ? {} : { note: 'no shared implementation in this build yet' }),
+        };
+        return [flag.key, state];
+      }),
+    ) as Record<FlagKey, FlagState>;
+    return {
+      environment: this.options.environment,
+      provider: this.options.provider.kind,
+      source: snapshot.source,
+      fetchedAt: snapshot.fetchedAt.toISOString(),
+      error: snapshot.error ?? null,
+      flags,
+    };
+  }
+
+  async close(): Promise<void> {
+    await this.options.provider.close();
+    await this.applying;
+  }
+
+  private async apply(snapshot: FlagSnapshot): Promise<void> {
+    const { metrics, log } = this.options;
+    metrics.flagConfigError.set(snapshot.error ? 1 : 0);
+    if (snapshot.error)
+      log.warn({ error: snapshot.error }, 'flags: source unusable, keeping the last good values');
+    const changed = FLAGS.filter((flag) => this.applied?.values[flag.key] !== snapshot.values[flag.key]).map(
+      (flag) => ({
+        flag: flag.key,
+        value: snapshot.values[flag.key],
+      }),
+    );
+    for (const row of this.options.switches) {
+      const target = snapshot.values[row.flag] ? 'shared' : 'local';
+      if (row.using === target) continue;
+      try {
+        await row.select(target);
+        if (row.using === target) log.info({ flag: row.flag, using: target }, 'flags: row switched');
+      } catch (error) {
+        log.error({ err: error, flag: row.flag }, 'flags: switching a row failed; it stays as it was');
+      }
+    }
+    for (const row of this.options.switches)
+      metrics.flagEnabled.set({ flag: row.flag }, row.using === 'shared' ? 1 : 0);
+    this.applied = snapshot;
+    if (changed.length > 0) this.options.onChange(changed, snapshot);
+  }
+}

@@ -1,0 +1,191 @@
+/**
+ * `workbench flags list|set`: read and flip an environment's flags, whichever provider it uses.
+ * `set` changes the provider, records the change in the audit chain (once), and pushes "refresh now" to
+ * the environment's nodes; `list` shows what the provider says and what each live node acts on.
+ */
+import { userInfo } from 'node:os';
+import { Redis } from 'ioredis';
+import { createPool } from '../../broker/db/pool.js';
+import { recordFlagChange } from '../../flags/changes.js';
+import { defaultFlagsDir, flagsFile, readFlagsFile, writeFlagsFile } from '../../flags/file-store.js';
+import { publishRefresh } from '../../flags/refresh-bus.js';
+import { FLAG_KEYS, FLAGS, type FlagKey, type FlagValues, isFlagKey } from '../../flags/registry.js';
+import { readUnleashFlags, setUnleashFlag, type UnleashAdminOptions } from '../../flags/unleash-admin.js';
+import { parse, UsageError } from '../args.js';
+import { databaseUrlFor, redisFor } from '../database.js';
+
+const OPTIONS = {
+  env: { type: 'string' },
+  provider: { type: 'string' },
+  'flags-dir': { type: 'string' },
+  'unleash-url': { type: 'string' },
+  'unleash-token': { type: 'string' },
+  'unleash-environment': { type: 'string' },
+  actor: { type: 'string' },
+  json: { type: 'boolean' },
+  'database-url': { type: 'string' },
+  'redis-url': { type: 'string' },
+} as const;
+
+type Values = ReturnType<typeof parse<typeof OPTIONS>>['values'];
+
+interface ProviderAccess {
+  read(): Promise<FlagValues>;
+  write(flag: FlagKey, on: boolean): Promise<void>;
+  describe: string;
+}
+
+function providerFor(values: Values, environment: string): ProviderAccess {
+  const kind = values.provider ?? process.env.FLAGS_PROVIDER ?? 'file';
+  if (kind === 'file') {
+    const path = flagsFile(values['flags-dir'] ?? process.env.FLAGS_DIR ?? defaultFlagsDir(), environment);
+    return {
+      describe: path,
+      read: async () => readFlagsFile(path),
+      write: async (flag, on) => writeFlagsFile(path, { ...readFlagsFile(path), [flag]: on }),
+    };
+  }
+  if (kind !== 'unleash') throw new UsageError(`--provider must be "file" or "unleash", got "${kind}"`);
+  const url = values['unleash-url'] ?? process.env.UNLEASH_URL;
+  if (!url) throw new UsageError('the unleash provider needs --unleash-url (or UNLEASH_URL)');
+  const admin: UnleashAdminOptions = {
+    url,
+    token: values['unleash-token'] ?? process.env.UNLEASH_ADMIN_TOKEN,
+    environment: values['unleash-environment'] ?? process.env.UNLEASH_ENVIRONMENT ?? 'development',
+  };
+  return {
+    describe: `${url} (Unleash environment ${admin.environment})`,
+    read: () => readUnleashFlags(admin),
+    write: (flag, on) => setUnleashFlag(admin, flag, on),
+  };
+}
+
+export async function flagsCommand(argv: string[]): Promise<number> {
+  const { values, positionals } = parse(argv, OPTIONS);
+  const [action, ...rest] = positionals;
+  const environment = values.env;
+  if (action !== 'list' && action !== 'set')
+    throw new UsageError(`unknown flags action "${action ?? ''}" (expected list or set)`);
+  if (!environment) throw new UsageError(`flags ${action} needs --env E`);
+  if (!/^[A-Za-z0-9_-]{1,64}$/.test(environment))
+    throw new UsageError(`bad environment name "${environment}"`);
+  return action === 'list' ? list(values, environment, rest) : set(values, environment, rest);
+}
+
+async function set(values: Values, environment: string, args: string[]): Promise<number> {
+  const [key, state, ...extra] = args;
+  if (!key || !state) throw new UsageError('usage: flags set KEY on|off --env E');
+  if (extra.length > 0) throw new UsageError(`unexpected argument "${extra[0]}"`);
+  if (!isFlagKey(key)) throw new UsageError(`unknown flag "${key}"; known flags: ${FLAG_KEYS.join(', ')}`);
+  if (state !== 'on' && state !== 'off')
+    throw new UsageError(`flag value must be "on" or "off", got "${state}"`);
+  const on = state === 'on';
+  const provider = providerFor(values, environment);
+
+  const pool = createPool(databaseUrlFor(values['database-url']), {
+    max: 2,
+    applicationName: 'workbench-flags',
+  });
+  const { url, keyPrefix } = redisFor(values['redis-url']);
+  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, enableOfflineQueue: false });
+  redis.on('error', () => {});
+  try {
+    const actor = values.actor ?? process.env.WORKBENCH_ACTOR ?? userInfo().username;
+    const { changed, from } = await recordFlagChange(pool, { environment, flag: key, value: on, actor }, () =>
+      provider.write(key, on),
+    );
+    let pushed = 'not pushed (Redis unreachable; nodes pick it up at their next poll)';
+    try {
+      await redis.connect();
+      const nodes = await publishRefresh(redis, keyPrefix, environment, { flag: key, value: on });
+      pushed = `pushed to ${nodes} node${nodes === 1 ? '' : 's'}`;
+    } catch {
+      // the poll is the backstop
+    }
+    console.log(
+      changed
+        ? `${key}: ${from ? 'on' : 'off'} → ${state} in ${environment} (${provider.describe}); audited as ${actor}; ${pushed}`
+        : `${key} is already ${state} in ${environment}; nothing to audit; ${pushed}`,
+    );
+    return 0;
+  } finally {
+    redis.disconnect();
+    await pool.end();
+  }
+}
+
+interface NodeRow {
+  id: string;
+  heartbeatAt: Date;
+  info: {
+    environment?: string;
+    flags?: { source?: string; flags?: Record<string, { value: boolean; acting: boolean }> };
+  };
+}
+
+async function list(values: Values, environment: string, args: string[]): Promise<number> {
+  if (args.length > 0) throw new UsageError(`unexpected argument "${args[0]}"`);
+  const desired = await providerFor(values, environment).read();
+  const pool = createPool(databaseUrlFor(values['database-url']), {
+    max: 2,
+    applicationName: 'workbench-flags',
+  });
+  let nodes: NodeRow[];
+  try {
+    // Live nodes of the environment: not stopped, heartbeat within the last minute.
+    const result = await pool.query<NodeRow>(
+      `SELECT id, heartbeat_at AS "heartbeatAt", info FROM nodes
+        WHERE stopped_at IS NULL AND heartbeat_at > now() - interval '1 minute' AND info->>'environment' = $1
+        ORDER BY id`,
+      [environment],
+    );
+    nodes = result.rows;
+  } finally {
+    await pool.end();
+  }
+  const rows = FLAGS.map((flag) => {
+    const perNode = Object.fromEntries(
+      nodes.map((node) => [node.id, node.info.flags?.flags?.[flag.key] ?? { value: false, acting: false }]),
+    );
+    const disagree = Object.values(perNode).some(
+      (state) => state.value !== desired[flag.key] || state.acting !== state.value,
+    );
+    return {
+      flag: flag.key,
+      row: flag.row,
+      phase: flag.phase,
+      desired: desired[flag.key],
+      nodes: perNode,
+      disagree,
+    };
+  });
+  if (values.json) {
+    console.log(JSON.stringify({ environment, nodes: nodes.map((n) => n.id), flags: rows }, null, 2));
+    return 0;
+  }
+  const show = (on: boolean) => (on ? 'on' : 'off');
+  const header = ['FLAG', 'PHASE', 'DESIRED', ...nodes.map((n) => n.id), ''];
+  const table = rows.map((r) => [
+    r.flag,
+    String(r.phase),
+    show(r.desired),
+    // "on" = provider says on and the node acts on it; "on (not acting)" = no shared implementation yet
+    ...nodes.map((n) => {
+      const state = r.nodes[n.id]!;
+      return state.value === state.acting
+        ? show(state.value)
+        : `${show(state.value)} (acting ${show(state.acting)})`;
+    }),
+    r.disagree ? 'DISAGREE' : '',
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...table.map((row) => row[i]!.length)));
+  for (const line of [header, ...table])
+    console.log(
+      line
+        .map((cell, i) => cell.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd(),
+    );
+  if (nodes.length === 0) console.log(`(no live node reports environment "${environment}")`);
+  return 0;
+}

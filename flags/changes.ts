@@ -1,0 +1,66 @@
+/**
+ * Recording flag changes: one audit event per change, whoever notices it first (the CLI that made it,
+ * or the first node that reads a hand-edited file). The change and its event commit together.
+ */
+import { appendInTransaction } from '../broker/audit/audit.shared.js';
+import { inTransaction, type Pool, type PoolClient } from '../broker/db/pool.js';
+import { FLAGS, type FlagKey } from './registry.js';
+
+/** Flag changes are cluster-wide, not a mesh's: they go on their own chain, under this id. */
+export const CLUSTER_CHAIN_ID = '00000000-0000-0000-0000-000000000000';
+
+export interface FlagChange {
+  environment: string;
+  flag: FlagKey;
+  value: boolean;
+  /** Who: an operator name for the CLI, `node:<id>` when a node noticed a change in its provider. */
+  actor: string;
+}
+
+/**
+ * Records `change` unless the environment's flag already has that value; says what it was before.
+ * `apply` (the CLI's write to the provider) runs under the flag's lock, before the commit: a node that
+ * sees the new value meanwhile waits for the lock and then finds nothing left to record, and a failed
+ * write records nothing.
+ */
+export async function recordFlagChange(
+  pool: Pool,
+  change: FlagChange,
+  apply: () => Promise<void> = async () => {},
+): Promise<{ changed: boolean; from: boolean }> {
+  return inTransaction(pool, async (client) => {
+    // An advisory lock, not FOR UPDATE: it also serializes the very first record of a flag (no row yet).
+    await client.query("SELECT pg_advisory_xact_lock(hashtextextended('flag:' || $1 || ':' || $2, 0))", [
+      change.environment,
+      change.flag,
+    ]);
+    const known = await client.query<{ value: boolean }>(
+      'SELECT value FROM flag_states WHERE environment = $1 AND flag = $2',
+      [change.environment, change.flag],
+    );
+    const from = known.rows[0]?.value ?? FLAGS.find((f) => f.key === change.flag)!.default;
+    await apply();
+    if (from === change.value) {
+      if (!known.rows[0]) await insertState(client, change);
+      return { changed: false, from };
+    }
+    await insertState(client, change);
+    await appendInTransaction(client, CLUSTER_CHAIN_ID, [
+      {
+        meshId: CLUSTER_CHAIN_ID,
+        eventType: 'flag.changed',
+        actor: change.actor,
+        payload: { environment: change.environment, flag: change.flag, from, to: change.value },
+      },
+    ]);
+    return { changed: true, from };
+  });
+}
+
+async function insertState(client: PoolClient, change: FlagChange): Promise<void> {
+  await client.query(
+    `INSERT INTO flag_states (environment, flag, value, changed_by) VALUES ($1, $2, $3, $4)
+     ON CONFLICT (environment, flag) DO UPDATE SET value = excluded.value, changed_by = excluded.changed_by, changed_at = now()`,
+    [change.environment, change.flag, change.value, change.actor],
+  );
+}

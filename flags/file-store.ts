@@ -1,0 +1,29 @@
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { packageRoot } from '../broker/paths.js';
+import { parseFlagsDocument, renderFlagsDocument } from './document.js';
+import type { FlagValues } from './registry.js';
+
+/** The folder of the per-environment flags files shipped with the project. */
+export function defaultFlagsDir(): string {
+  return join(packageRoot(), 'flags', 'environments');
+}
+
+export function flagsFile(dir: string, environment: string): string {
+  if (!/^[A-Za-z0-9_-]{1,64}$/.test(environment)) throw new Error(`bad environment name "${environment}"`);
+  return join(dir, `${environment}.json`);
+}
+
+/** Reads an environment's flags file; throws with the file's problems when it is unusable. */
+export function readFlagsFile(path: string): FlagValues {
+  const parsed = parseFlagsDocument(readFileSync(path, 'utf8'));
+  if (!parsed.values) throw new Error(`${path}: ${parsed.problems.join('; ')}`);
+  return parsed.values;
+}
+
+/** Replaces the file atomically (write then rename), so a watching node never reads half a file. */
+export function writeFlagsFile(path: string, values: FlagValues): void {
+  const temporary = `${path}.${process.pid}.tmp`;
+  writeFileSync(temporary, renderFlagsDocument(values));
+  renameSync(temporary, path);
+}

@@ -1,0 +1,191 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { renderFlagsDocument } from '../../flags/document.js';
+import { defaultFlagValues } from '../../flags/registry.js';
+import { type NodeProcess, runWorkbench, spawnBrokerProcess } from '../helpers/cli.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { waitFor } from '../helpers/wait.js';
+
+const ENV = 'wbtest';
+let db: TestDatabase;
+let dir: string;
+let nodes: NodeProcess[] = [];
+const prefix = `wbtest:${randomBytes(4).toString('hex')}:`;
+let cliEnv: Record<string, string>;
+
+interface FlagsReport {
+  node: string;
+  source: string;
+  error: string | null;
+  flags: Record<string, { value: boolean; acting: boolean; note?: string }>;
+}
+
+const flagsOf = async (node: NodeProcess) => (await (await fetch(`${node.url}/flags`)).json()) as FlagsReport;
+const flagFile = () => join(dir, `${ENV}.json`);
+
+beforeAll(async () => {
+  db = await createTestDatabase('flags');
+  dir = mkdtempSync(join(tmpdir(), 'wb-flags-'));
+  writeFileSync(flagFile(), renderFlagsDocument(defaultFlagValues()));
+  const env = {
+    FLAGS_DIR: dir,
+    FLAGS_ENV: ENV,
+    REDIS_KEY_PREFIX: prefix,
+    FLAGS_POLL_MS: '60000',
+    HEARTBEAT_MS: '500',
+  };
+  nodes = await Promise.all(
+    ['f1', 'f2', 'f3'].map((id) => spawnBrokerProcess(db.url, { ...env, NODE_ID: id })),
+  );
+  cliEnv = {
+    DATABASE_URL: db.url,
+    FLAGS_DIR: dir,
+    REDIS_KEY_PREFIX: prefix,
+    WORKBENCH_ACTOR: 'release-manager',
+  };
+});
+afterAll(async () => {
+  for (const node of nodes) node.process.kill('SIGKILL');
+  await Promise.all(nodes.map((n) => n.exited));
+  rmSync(dir, { recursive: true, force: true });
+  await db?.drop();
+});
+
+/** Sets a flag with the CLI; resolves with ms from the CLI's start until every node acts on it. */
+async function flipAndMeasure(flag: string, on: boolean): Promise<number> {
+  const started = Date.now();
+  const cli = runWorkbench(['flags', 'set', flag, on ? 'on' : 'off', '--env', ENV], cliEnv);
+  await waitFor(
+    async () => (await Promise.all(nodes.map(flagsOf))).every((r) => r.flags[flag]!.acting === on),
+    {
+      timeoutMs: 5000,
+      intervalMs: 5,
+      what: `${flag} ${on} on every node`,
+    },
+  );
+  const elapsed = Date.now() - started;
+  const result = await cli;
+  expect(result.code).toBe(0);
+  return elapsed;
+}
+
+describe('flags over three node processes (file provider)', () => {
+  it('reports what each node acts on: /flags, metrics and the heartbeat row', async () => {
+    const report = await flagsOf(nodes[0]!);
+    expect(report).toMatchObject({
+      node: 'f1',
+      environment: ENV,
+      provider: 'file',
+      source: 'file',
+      error: null,
+    });
+    expect(report.flags['ha.audit']).toEqual({ value: false, acting: false, row: 'audit lastHash' });
+    expect(report.flags['ha.presence']).toMatchObject({ note: 'no shared implementation in this build yet' });
+    const metrics = await (await fetch(`${nodes[0]!.url}/metrics`)).text();
+    expect(metrics).toContain('mesh_broker_flag_enabled{flag="ha.audit",node="f1"} 0');
+    const row = await db.query(
+      "SELECT info->'flags'->'flags'->'ha.audit' AS audit FROM nodes WHERE id = 'f1'",
+    );
+    expect(row.rows[0]?.audit).toEqual({ value: false, acting: false, row: 'audit lastHash' });
+  });
+
+  it('propagates `workbench flags set` to every node within one second, audited once per change', async () => {
+    const timings: number[] = [];
+    for (let i = 0; i < 6; i++) timings.push(await flipAndMeasure('ha.rate-limits', i % 2 === 0));
+    const sorted = [...timings].sort((a, b) => a - b);
+    console.log(
+      `flag convergence over 3 nodes (CLI start → every node acting), ms: ${timings.join(', ')}; median ${sorted[3]}`,
+    );
+    expect(sorted[Math.floor(sorted.length / 2)]).toBeLessThan(1000);
+    expect(Math.max(...timings)).toBeLessThan(1500);
+    const events = await db.query(
+      `SELECT actor, payload FROM audit_log WHERE mesh_id = '00000000-0000-0000-0000-000000000000'
+        AND payload->>'flag' = 'ha.rate-limits' ORDER BY seq`,
+    );
+    expect(events.rows).toHaveLength(6);
+    expect(events.rows[0]).toEqual({
+      actor: 'release-manager',
+      payload: { environment: ENV, flag: 'ha.rate-limits', from: false, to: true },
+    });
+    // Setting the value it already has changes nothing and audits nothing.
+    const again = await runWorkbench(['flags', 'set', 'ha.rate-limits', 'off', '--env', ENV], cliEnv);
+    expect(again.stdout).toContain('already off');
+    const after = await db.query(
+      `SELECT count(*)::int AS n FROM audit_log WHERE payload->>'flag' = 'ha.rate-limits'`,
+    );
+    expect(after.rows[0]?.n).toBe(6);
+    const verify = await runWorkbench(['audit', 'verify', '--database-url', db.url]);
+    expect(verify.code).toBe(0);
+  });
+
+  it('lists the desired value and each node, and flags a disagreement', async () => {
+    await flipAndMeasure('ha.audit', true);
+    const listed = await runWorkbench(['flags', 'list', '--env', ENV], cliEnv);
+    expect(listed.code).toBe(0);
+    const auditLine = listed.stdout.split('\n').find((l) => l.startsWith('ha.audit'))!;
+    expect(auditLine).toMatch(/^ha\.audit\s+3\s+on\s+on\s+on\s+on$/);
+    // ha.presence has no shared implementation yet: the nodes cannot act on it, and the list says so.
+    await runWorkbench(['flags', 'set', 'ha.presence', 'on', '--env', ENV], cliEnv);
+    await waitFor(async () => (await flagsOf(nodes[2]!)).flags['ha.presence']!.value);
+    const json = JSON.parse((await runWorkbench(['flags', 'list', '--env', ENV, '--json'], cliEnv)).stdout);
+    const presence = json.flags.find((f: { flag: string }) => f.flag === 'ha.presence');
+    expect(presence).toMatchObject({ desired: true, disagree: true });
+    expect(presence.nodes.f1).toEqual({
+      value: true,
+      acting: false,
+      row: 'presence / sessions',
+      note: expect.any(String),
+    });
+    expect(json.nodes).toEqual(['f1', 'f2', 'f3']);
+  });
+
+  it('follows a hand edit of the file, audited once by the first node to see it', async () => {
+    const values = JSON.parse(readFileSync(flagFile(), 'utf8')).flags;
+    writeFileSync(flagFile(), renderFlagsDocument({ ...values, 'ha.audit': false }));
+    await waitFor(async () =>
+      (await Promise.all(nodes.map(flagsOf))).every((r) => !r.flags['ha.audit']!.acting),
+    );
+    const events = await waitFor(async () => {
+      const r = await db.query(
+        `SELECT actor FROM audit_log WHERE payload->>'flag' = 'ha.audit' AND payload->>'to' = 'false'`,
+      );
+      return r.rows.length > 0 ? r.rows : undefined;
+    });
+    expect(events).toHaveLength(1);
+    expect(events[0]!.actor).toMatch(/^node:f[123]$/);
+  });
+
+  it('keeps the last good values when the file goes bad, reports it, and recovers', async () => {
+    const good = readFileSync(flagFile(), 'utf8');
+    const before = await flagsOf(nodes[1]!);
+    writeFileSync(flagFile(), '{"flags": {"ha.audit": "yes please"}}');
+    const broken = await waitFor(async () => {
+      const r = await flagsOf(nodes[1]!);
+      return r.error ? r : undefined;
+    });
+    expect(broken.error).toContain('flag "ha.audit" must be true or false');
+    expect(broken.flags).toEqual(before.flags);
+    expect(await (await fetch(`${nodes[1]!.url}/metrics`)).text()).toContain(
+      'mesh_broker_flag_config_error{node="f2"} 1',
+    );
+    writeFileSync(flagFile(), good);
+    await waitFor(async () => (await flagsOf(nodes[1]!)).error === null);
+  });
+
+  it.each([
+    [['flags', 'set', 'ha.audti', 'on', '--env', ENV], 'unknown flag "ha.audti"; known flags: ha.presence'],
+    [['flags', 'set', 'ha.audit', 'maybe', '--env', ENV], 'flag value must be "on" or "off"'],
+    [['flags', 'set', 'ha.audit', 'on'], 'flags set needs --env E'],
+    [['flags', 'list', '--env', ENV, '--provider', 'etcd'], '--provider must be "file" or "unleash"'],
+    [['flags', 'toggle', 'ha.audit', '--env', ENV], 'unknown flags action "toggle"'],
+  ])('refuses %j with a clear message and exit code 2, changing nothing', async (args, message) => {
+    const before = readFileSync(flagFile(), 'utf8');
+    const result = await runWorkbench(args, cliEnv);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain(message);
+    expect(readFileSync(flagFile(), 'utf8')).toBe(before);
+  });
+});
