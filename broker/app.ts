@@ -155,7 +155,8 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
     },
   });
   await flags.start();
-  const refreshSubscriber = redis.duplicate({ keyPrefix: '' });
+  // A connection of its own (subscriber mode), queueing the subscribe until it is connected.
+  const refreshSubscriber = redis.duplicate({ keyPrefix: '', enableOfflineQueue: true, lazyConnect: false });
   refreshSubscriber.on('error', (error) => log.debug({ err: error }, 'redis (flags subscriber) error'));
   subscribeRefresh(refreshSubscriber, config.redisKeyPrefix, config.flagsEnv, () => flags.refresh()).catch(
     (error) => log.warn({ err: error }, 'flags: no push subscription (the poll still applies changes)'),

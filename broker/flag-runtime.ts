@@ -10,6 +10,9 @@ import type { Logger } from './log.js';
 import type { BrokerMetrics } from './metrics.js';
 import type { RowSwitch } from './switching.js';
 
+/** After a push, the source is read again this long after (ms). */
+const FOLLOW_UP_READS_MS = [500, 1500, 4000];
+
 export interface FlagState {
   /** The provider's value. */
   value: boolean;
@@ -41,6 +44,7 @@ export interface FlagRuntimeOptions {
 export class FlagRuntime {
   private applying: Promise<void> = Promise.resolve();
   private applied: FlagSnapshot | undefined;
+  private followUps: NodeJS.Timeout[] = [];
 
   constructor(private readonly options: FlagRuntimeOptions) {}
 
@@ -53,7 +57,22 @@ export class FlagRuntime {
     await this.applying;
   }
 
+  /**
+   * A push said the source changed: read it now, and again shortly after, because a server may take a
+   * moment to serve what was just written (Unleash answers "unchanged" until its revision moves on).
+   * Pushes arriving close together share the follow-up reads.
+   */
   refresh(): void {
+    this.readNow();
+    for (const timer of this.followUps) clearTimeout(timer);
+    this.followUps = FOLLOW_UP_READS_MS.map((delay) => {
+      const timer = setTimeout(() => this.readNow(), delay);
+      timer.unref();
+      return timer;
+    });
+  }
+
+  private readNow(): void {
     this.options.provider
       .refresh()
       .catch((error) => this.options.log.warn({ err: error }, 'flag refresh failed'));
@@ -90,6 +109,7 @@ export class FlagRuntime {
   }
 
   async close(): Promise<void> {
+    for (const timer of this.followUps) clearTimeout(timer);
     await this.options.provider.close();
     await this.applying;
   }

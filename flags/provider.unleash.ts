@@ -23,7 +23,7 @@ const START_WAIT_MS = 3000;
 
 /**
  * Flags from an Unleash server through unleash-client 6, bootstrapped from the environment's file so a
- * node never starts with everything off. Each flag is evaluated with the context
+ * node never starts with everything off. A flag the server does not define keeps the file's value. Each flag is evaluated with the context
  * `{environment, userId: nodeId, properties: {nodeId}}`, so a flexibleRollout on `nodeId` (or on the
  * default stickiness) is a per-node canary.
  */
@@ -75,14 +75,22 @@ export class UnleashFlagProvider implements FlagProvider {
     client.on(UnleashEvents.Synchronized, () => this.publish(undefined));
     client.on(UnleashEvents.Changed, () => this.publish(undefined));
     client.on(UnleashEvents.Unchanged, () => this.publish(undefined));
+    // Wait for the first answer from the server (data, "unchanged" or an error), not for the bootstrap.
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, START_WAIT_MS);
-      const done = () => {
-        clearTimeout(timer);
-        resolve();
+      const timer = setTimeout(done, START_WAIT_MS);
+      const onChanged = () => {
+        if (this.repository()?.connected) done();
       };
-      client.once(UnleashEvents.Synchronized, done);
-      client.once(UnleashEvents.Error, done);
+      function done() {
+        clearTimeout(timer);
+        client.off(UnleashEvents.Changed, onChanged);
+        client.off(UnleashEvents.Error, done);
+        client.off(UnleashEvents.Unchanged, done);
+        resolve();
+      }
+      client.on(UnleashEvents.Changed, onChanged);
+      client.on(UnleashEvents.Error, done);
+      client.on(UnleashEvents.Unchanged, done);
     });
     this.publish(this.snapshot.error);
   }
@@ -96,10 +104,17 @@ export class UnleashFlagProvider implements FlagProvider {
    * its repository's fetch (pinned version; the poll remains the backstop if that ever goes away).
    */
   async refresh(): Promise<void> {
-    const repository = (
-      this.client as unknown as { repository?: { fetch?: () => Promise<void> } } | undefined
-    )?.repository;
+    const repository = this.repository();
     if (typeof repository?.fetch === 'function') await repository.fetch();
+  }
+
+  /**
+   * The SDK's repository, for what its public API lacks: "fetch now", and whether the data came from the
+   * server (the SDK's own `isSynchronized` is also true after loading the bootstrap). Pinned SDK version.
+   */
+  private repository(): { fetch?: () => Promise<void>; connected?: boolean } | undefined {
+    return (this.client as unknown as { repository?: { fetch?: () => Promise<void>; connected?: boolean } })
+      ?.repository;
   }
 
   onSnapshot(listener: (snapshot: FlagSnapshot) => void): void {
@@ -121,7 +136,7 @@ export class UnleashFlagProvider implements FlagProvider {
     const values = Object.fromEntries(
       FLAG_KEYS.map((key) => [key, client.isEnabled(key, context, this.options.bootstrap[key])]),
     ) as FlagValues;
-    const source = client.isSynchronized() ? 'unleash' : this.fallbackSource;
+    const source = this.repository()?.connected ? 'unleash' : this.fallbackSource;
     this.snapshot = { values, source, fetchedAt: error ? this.snapshot.fetchedAt : new Date(), error };
     for (const listener of this.listeners) listener(this.snapshot);
   }

@@ -98,7 +98,7 @@ async function set(values: Values, environment: string, args: string[]): Promise
     try {
       await redis.connect();
       const nodes = await publishRefresh(redis, keyPrefix, environment, { flag: key, value: on });
-      pushed = `pushed to ${nodes} node${nodes === 1 ? '' : 's'}`;
+      pushed = `pushed to ${nodes} subscriber${nodes === 1 ? '' : 's'} (nodes of ${environment})`;
     } catch {
       // the poll is the backstop
     }

@@ -31,6 +31,7 @@ export async function createTestDatabase(label: string, serverUrl = SERVER_URL):
   const url = withDatabase(serverUrl, name);
   await runMigrations(url);
   const pool = new pg.Pool({ connectionString: url, max: 2 });
+  pool.on('error', () => {}); // DROP … WITH (FORCE) ends connections that are still closing
   return {
     url,
     query: (text, values) => pool.query(text, values),
