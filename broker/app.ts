@@ -10,6 +10,7 @@ import { z } from 'zod';
 import { recordFlagChange } from '../flags/changes.js';
 import { subscribeRefresh } from '../flags/refresh-bus.js';
 import { registerAuditFrames } from './audit/frames.js';
+import { Bus } from './bus/bus.js';
 import { registerClockFrames } from './clock/frames.js';
 import type { BrokerConfig } from './config.js';
 import type { Connection } from './connections/connection.js';
@@ -101,9 +102,23 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
     });
     if (frame.type === 'peer.left') void sessionEnded(meshId, frame.sessionId);
   };
+  // One subscriber connection for everything the node listens to (bus channels, flag pushes).
+  const subscriber = redis.duplicate({ keyPrefix: '', enableOfflineQueue: true, lazyConnect: false });
+  subscriber.on('error', (error) => log.debug({ err: error }, 'redis (subscriber) error'));
+  const bus = new Bus({
+    publisher: redis,
+    subscriber,
+    prefix: config.redisKeyPrefix,
+    nodeId: config.nodeId,
+    log,
+    onPublishFailure: () => metrics.busPublishFailures.inc(),
+  });
+  await bus.start();
+
   const { modules, switches } = createModules({
     config,
     redis,
+    bus,
     pool,
     log,
     metrics,
@@ -113,6 +128,11 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
     watchStore,
     sinks: {
       presenceEvents: onPresence,
+      presenceRelay: (meshId, frame) => toMesh(meshId, frame, frame.sessionId),
+      kickLocal: (sessionId) =>
+        connections
+          .session(sessionId)
+          ?.close(CloseCode.sessionReplaced, 'session replaced by a newer connection'),
       toSession,
       toMesh,
       streams: (sessionIds: Iterable<string>, frame: object) => {
@@ -156,10 +176,8 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
   });
   await flags.start();
   // A connection of its own (subscriber mode), queueing the subscribe until it is connected.
-  const refreshSubscriber = redis.duplicate({ keyPrefix: '', enableOfflineQueue: true, lazyConnect: false });
-  refreshSubscriber.on('error', (error) => log.debug({ err: error }, 'redis (flags subscriber) error'));
-  subscribeRefresh(refreshSubscriber, config.redisKeyPrefix, config.flagsEnv, () => flags.refresh()).catch(
-    (error) => log.warn({ err: error }, 'flags: no push subscription (the poll still applies changes)'),
+  subscribeRefresh(subscriber, config.redisKeyPrefix, config.flagsEnv, () => flags.refresh()).catch((error) =>
+    log.warn({ err: error }, 'flags: no push subscription (the poll still applies changes)'),
   );
 
   const router = new Router();
@@ -211,11 +229,15 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
     log,
     onSessionStart: async (connection: Connection) => {
       const identity = connection.identity!;
+      // Subscribe to the mesh's channel before anything of the session can be published (ref-counted).
+      bus.joinMesh(identity.meshId);
+      await modules.streams.sessionStarted(identity.meshId, identity.sessionId);
       await modules.mcp.hostReconnected(identity);
       await modules.clocks.meshActive(identity.meshId);
       await replayBacklog(connection, messages, metrics);
     },
     onSocketClosed: (identity) => modules.mcp.hostDisconnected(identity),
+    onConnectionGone: (identity) => bus.leaveMesh(identity.meshId),
   });
 
   let draining = false;
@@ -263,7 +285,7 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
       draining = true;
       log.info('draining: closing every peer with 1001');
       gateway.drain();
-      refreshSubscriber.disconnect();
+      await bus.close();
       await flags.close();
       for (const row of switches) {
         await row

@@ -56,6 +56,11 @@ export interface BrokerConfig {
   unleashRefreshMs: number;
   /** The project's state folder (Unleash backups and the like); never the system temp dir. */
   stateDir: string;
+  /** Shared delivery: how often unacked messages are re-offered, and how old they must be first. */
+  sweepMs: number;
+  sweepMinAgeMs: number;
+  /** A node whose heartbeat is older than this is dead (its sessions are reaped, its parts expire). */
+  nodeDeadMs: number;
 }
 
 export class ConfigError extends Error {
@@ -135,6 +140,7 @@ export function loadConfig(env: Env = process.env): BrokerConfig {
   const unleashUrl = env.UNLEASH_URL ? url(env, 'UNLEASH_URL', '', ['http:', 'https:']) : undefined;
   if (flagsProvider === 'unleash' && !unleashUrl)
     throw new ConfigError('UNLEASH_URL', 'is required with FLAGS_PROVIDER=unleash');
+  const heartbeatMs = int(env, 'HEARTBEAT_MS', 15_000, 100, 300_000);
   const maxFrameBytes = int(env, 'MAX_FRAME_BYTES', 64 * 1024, 1024, 16 * 1024 * 1024);
   return {
     databaseUrl: url(env, 'DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/meshbroker', [
@@ -152,7 +158,7 @@ export function loadConfig(env: Env = process.env): BrokerConfig {
     maxBodyBytes: int(env, 'MAX_BODY_BYTES', Math.min(32 * 1024, maxFrameBytes), 1, maxFrameBytes),
     helloSkewMs: int(env, 'HELLO_SKEW_MS', 60_000, 1000, 600_000),
     presenceGraceMs: int(env, 'PRESENCE_GRACE_MS', 30_000, 0, 3_600_000),
-    heartbeatMs: int(env, 'HEARTBEAT_MS', 15_000, 100, 300_000),
+    heartbeatMs,
     drainTimeoutMs: int(env, 'DRAIN_TIMEOUT_MS', 8_000, 0, 60_000),
     meshConnectionCap: int(env, 'MESH_CONNECTION_CAP', 100, 1, 1_000_000),
     sendRatePerMin: int(env, 'SEND_RATE_PER_MIN', 60, 1, 1_000_000),
@@ -174,5 +180,8 @@ export function loadConfig(env: Env = process.env): BrokerConfig {
     unleashToken: env.UNLEASH_API_TOKEN || undefined,
     unleashRefreshMs: int(env, 'UNLEASH_REFRESH_MS', 15_000, 100, 3_600_000),
     stateDir: str(env, 'STATE_DIR', join(packageRoot(), '.workbench')),
+    sweepMs: int(env, 'SWEEP_MS', 1000, 50, 600_000),
+    sweepMinAgeMs: int(env, 'SWEEP_MIN_AGE_MS', 500, 0, 600_000),
+    nodeDeadMs: int(env, 'NODE_DEAD_MS', 0, 0, 3_600_000) || 3 * heartbeatMs,
   };
 }

@@ -113,6 +113,12 @@ export class BrokerMetrics {
     registers: [this.registry],
   });
 
+  readonly busPublishFailures = new Counter({
+    name: 'mesh_broker_bus_publish_failures_total',
+    help: 'Bus messages this node could not publish (Redis unreachable); the sweeps cover what they carried',
+    registers: [this.registry],
+  });
+
   readonly dbUp = new Gauge({
     name: 'mesh_broker_db_up',
     help: '1 when the last health check reached Postgres',

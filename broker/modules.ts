@@ -7,6 +7,7 @@ import type { Redis } from 'ioredis';
 import type { AuditLog } from './audit/audit.js';
 import { LocalAuditLog } from './audit/audit.local.js';
 import { SharedAuditLog } from './audit/audit.shared.js';
+import type { Bus } from './bus/bus.js';
 import type { MeshClocks } from './clock/clock.js';
 import { LocalClocks } from './clock/clock.local.js';
 import type { BrokerConfig } from './config.js';
@@ -14,11 +15,14 @@ import type { ConnectionRegistry } from './connections/registry.js';
 import type { Pool } from './db/pool.js';
 import type { Delivery } from './delivery/delivery.js';
 import { LocalDelivery } from './delivery/delivery.local.js';
+import { SharedDelivery } from './delivery/delivery.shared.js';
 import type { MessageStore } from './delivery/store.js';
 import type { NonceGuard } from './hello/nonces.js';
 import { LocalNonceGuard } from './hello/nonces.local.js';
+import { SharedNonceGuard } from './hello/nonces.shared.js';
 import type { ConnectionCap } from './limits/connection-cap.js';
 import { LocalConnectionCap } from './limits/connection-cap.local.js';
+import { SharedConnectionCap } from './limits/connection-cap.shared.js';
 import { type RateLimits, ratePolicies } from './limits/rate-limits.js';
 import { LocalRateLimits } from './limits/rate-limits.local.js';
 import { SharedRateLimits } from './limits/rate-limits.shared.js';
@@ -28,12 +32,14 @@ import { LocalMcpRegistry } from './mcp/mcp.local.js';
 import type { BrokerMetrics } from './metrics.js';
 import type { Presence, PresenceEvents } from './presence/presence.js';
 import { LocalPresence } from './presence/presence.local.js';
+import { SharedPresence } from './presence/presence.shared.js';
 import { fireOccurrence } from './schedules/fire.js';
 import type { Scheduler } from './schedules/scheduler.js';
 import { LocalScheduler } from './schedules/scheduler.local.js';
 import type { ScheduleStore } from './schedules/store.js';
 import type { StreamSink, Streams } from './streams/streams.js';
 import { LocalStreams } from './streams/streams.local.js';
+import { SharedStreams } from './streams/streams.shared.js';
 import { type RowSwitch, Switch } from './switching.js';
 import { notifyWatch } from './watches/notify.js';
 import type { WatchRunner } from './watches/runner.js';
@@ -58,6 +64,10 @@ export interface StateModules {
 /** What the modules deliver through: the node's sockets, reached by session or by mesh. */
 export interface Sinks {
   presenceEvents: PresenceEvents;
+  /** Presence events another node originated: to this node's sockets only. */
+  presenceRelay: PresenceEvents;
+  /** Closes this node's socket of a session that connected again elsewhere (4409). */
+  kickLocal: (sessionId: string) => void;
   toSession: (sessionId: string, frame: object) => void;
   toMesh: (meshId: string, frame: object) => void;
   streams: StreamSink;
@@ -74,6 +84,7 @@ export interface ModuleContext {
   watchStore: WatchStore;
   sinks: Sinks;
   redis: Redis;
+  bus: Bus;
 }
 
 export interface NodeModules {
@@ -84,7 +95,7 @@ export interface NodeModules {
 }
 
 export function createModules(context: ModuleContext): NodeModules {
-  const { config, pool, log, metrics, connections, sinks, redis } = context;
+  const { config, pool, log, metrics, connections, sinks, redis, bus } = context;
   const auditCounters = (mode: 'local' | 'shared') => ({
     appended: (count: number) => metrics.auditAppends.inc({ mode }, count),
     failed: (count: number) => metrics.auditAppendFailures.inc(count),
@@ -114,11 +125,36 @@ export function createModules(context: ModuleContext): NodeModules {
       log,
     ),
   );
+  const sharedDelivery = new SharedDelivery({
+    connections,
+    bus,
+    store: context.messages,
+    sweepMs: config.sweepMs,
+    sweepMinAgeMs: config.sweepMinAgeMs,
+    delivered: (path, count) => metrics.deliveries.inc({ path }, count),
+    log,
+  });
   const delivery = new Switch<Delivery>(
     'ha.delivery',
     new LocalDelivery(connections, (path, count) => metrics.deliveries.inc({ path }, count)),
-    undefined,
+    sharedDelivery,
+    async (_from, _to, target) => {
+      if (target === 'shared') sharedDelivery.start();
+      else await sharedDelivery.stop();
+    },
   );
+  const sharedPresence = new SharedPresence({
+    pool,
+    bus,
+    nodeId: config.nodeId,
+    graceMs: config.presenceGraceMs,
+    deadAfterMs: config.nodeDeadMs,
+    reapEveryMs: config.heartbeatMs,
+    events: sinks.presenceEvents,
+    relay: sinks.presenceRelay,
+    kickLocal: sinks.kickLocal,
+    log,
+  });
   const presence = new Switch<Presence>(
     'ha.presence',
     new LocalPresence({
@@ -128,19 +164,52 @@ export function createModules(context: ModuleContext): NodeModules {
       events: sinks.presenceEvents,
       log,
     }),
-    undefined,
+    sharedPresence,
+    async (_from, _to, target) => {
+      if (target === 'shared') sharedPresence.activate();
+      else sharedPresence.deactivate();
+    },
   );
+  const fallback = (row: string) => () => metrics.redisFallbacks.inc({ row });
+  const localNonces = new LocalNonceGuard(2 * config.helloSkewMs);
   const nonces = new Switch<NonceGuard>(
     'ha.presence',
-    new LocalNonceGuard(2 * config.helloSkewMs),
-    undefined,
+    localNonces,
+    new SharedNonceGuard(redis, 2 * config.helloSkewMs, localNonces, fallback('nonces'), log),
   );
+  const localCap = new LocalConnectionCap(config.meshConnectionCap);
+  const sharedCap = new SharedConnectionCap({
+    redis,
+    nodeId: config.nodeId,
+    cap: config.meshConnectionCap,
+    partTtlMs: config.nodeDeadMs,
+    fallback: localCap,
+    onFallback: fallback('connection-cap'),
+    log,
+  });
   const cap = new Switch<ConnectionCap>(
     'ha.connection-cap',
-    new LocalConnectionCap(config.meshConnectionCap),
-    undefined,
+    localCap,
+    sharedCap,
+    async (_from, _to, target) => {
+      if (target === 'shared') {
+        sharedCap.start();
+        await sharedCap.adopt(localCap.entries());
+      } else {
+        await sharedCap.stop();
+      }
+    },
   );
-  const streams = new Switch<Streams>('ha.streams', new LocalStreams(sinks.streams), undefined);
+  const localStreams = new LocalStreams(sinks.streams);
+  const sharedStreams = new SharedStreams(localStreams, pool, bus);
+  const streams = new Switch<Streams>(
+    'ha.streams',
+    localStreams,
+    sharedStreams,
+    async (_from, _to, target) => {
+      if (target === 'shared') await sharedStreams.adoptLocal();
+    },
+  );
   const clocks = new Switch<MeshClocks>(
     'ha.clock',
     new LocalClocks({

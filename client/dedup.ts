@@ -4,6 +4,10 @@ export class RecentIds {
 
   constructor(private readonly capacity = 10_000) {}
 
+  has(id: string): boolean {
+    return this.ids.has(id);
+  }
+
   /** True the first time `id` is seen (and remembers it), false for a repeat. */
   add(id: string): boolean {
     if (this.ids.has(id)) return false;

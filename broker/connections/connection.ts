@@ -1,4 +1,5 @@
 import type { WebSocket } from 'ws';
+import { RecentIds } from '../../client/dedup.js';
 import type { Logger } from '../log.js';
 
 /** Who is on the other end of a socket, known once its hello was accepted. */
@@ -36,10 +37,14 @@ export class Connection {
   readonly id = nextConnectionId++;
   readonly openedAt = Date.now();
   identity: SessionIdentity | undefined;
+  /** Set once the node has started the session's work (see Gateway); undone when the socket goes. */
+  welcomed = false;
   /** Cleared when a ping goes out, set by the pong: a socket still false at the next ping is dead. */
   alive = true;
   private catchingUp: DurableFrame[] | undefined;
   private readonly sentDuringCatchUp = new Set<string>();
+  /** Durable frames recently written to this socket, so a sweep does not send them again. */
+  private readonly delivered = new RecentIds(10_000);
 
   constructor(
     readonly socket: WebSocket,
@@ -48,6 +53,11 @@ export class Connection {
 
   get isOpen(): boolean {
     return this.socket.readyState === this.socket.OPEN;
+  }
+
+  /** Whether this socket was already sent the durable frame `messageId` (recent ones only). */
+  hasDelivered(messageId: string): boolean {
+    return this.delivered.has(messageId);
   }
 
   send(frame: object): void {
@@ -63,7 +73,7 @@ export class Connection {
   /** Delivers a durable message now, or after the backlog replay when one is running. */
   deliver(message: DurableFrame): void {
     if (this.catchingUp) this.catchingUp.push(message);
-    else this.send(message);
+    else this.sendDurable(message);
   }
 
   /** From now until `endCatchUp`, live messages wait; the backlog goes out through `replay`. Call before
@@ -75,15 +85,21 @@ export class Connection {
 
   replay(message: DurableFrame): void {
     this.sentDuringCatchUp.add(message.messageId);
-    this.send(message);
+    this.sendDurable(message);
   }
 
   /** Sends what arrived live during the replay, minus what the replay already sent. */
   endCatchUp(): void {
     const waiting = this.catchingUp ?? [];
     this.catchingUp = undefined;
-    for (const message of waiting) if (!this.sentDuringCatchUp.has(message.messageId)) this.send(message);
+    for (const message of waiting)
+      if (!this.sentDuringCatchUp.has(message.messageId)) this.sendDurable(message);
     this.sentDuringCatchUp.clear();
+  }
+
+  private sendDurable(message: DurableFrame): void {
+    this.delivered.add(message.messageId);
+    this.send(message);
   }
 
   close(code: number, reason: string): void {

@@ -47,6 +47,11 @@ export class ConnectionRegistry {
     return this.byMemberId.get(memberId) ?? [];
   }
 
+  /** Members with at least one session on this node. */
+  memberIds(): number[] {
+    return [...this.byMemberId.keys()];
+  }
+
   ofMesh(meshId: string): Iterable<Connection> {
     return this.byMeshId.get(meshId) ?? [];
   }

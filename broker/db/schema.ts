@@ -13,6 +13,11 @@
  * - schedule.list / limits: a member's schedules      → schedules_member_idx
  * - boot re-arm / due sweep: active schedules by time → schedules_due_idx (partial)
  * - watch.list / limits: a member's live watches      → watches_member_idx (partial)
+ * - stream.list: a mesh's subscriptions by stream     → stream_subscriptions_pk (mesh first)
+ * - session attach / end: a session's subscriptions   → stream_subscriptions_session_idx
+ * - mcp.call / mcp.list: a mesh's servers             → mcp_servers_pk
+ * - host socket closed / session end: its servers     → mcp_servers_session_idx
+ * - flag change: an environment's flag                → flag_states_pk
  */
 import { sql } from 'drizzle-orm';
 import {
@@ -246,4 +251,43 @@ export const flagStates = pgTable(
     changedAt: timestamp('changed_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
   },
   (t) => [primaryKey({ name: 'flag_states_pk', columns: [t.environment, t.flag] })],
+);
+
+/** Stream subscriptions of sessions, for cluster-wide `stream.list` and for a session that moves nodes. */
+export const streamSubscriptions = pgTable(
+  'stream_subscriptions',
+  {
+    meshId: uuid('mesh_id')
+      .notNull()
+      .references(() => meshes.id, { onDelete: 'cascade' }),
+    stream: text('stream').notNull(),
+    sessionId: uuid('session_id').notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    primaryKey({ name: 'stream_subscriptions_pk', columns: [t.meshId, t.stream, t.sessionId] }),
+    index('stream_subscriptions_session_idx').on(t.sessionId),
+  ],
+);
+
+/** MCP servers hosted by peers, with the node that holds the host's socket (calls are routed there). */
+export const mcpServers = pgTable(
+  'mcp_servers',
+  {
+    meshId: uuid('mesh_id')
+      .notNull()
+      .references(() => meshes.id, { onDelete: 'cascade' }),
+    server: text('server').notNull(),
+    description: text('description').notNull(),
+    tools: jsonb('tools').notNull(),
+    hostPubkey: text('host_pubkey').notNull(),
+    hostSession: uuid('host_session').notNull(),
+    hostNode: text('host_node').notNull(),
+    online: boolean('online').notNull().default(true),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    primaryKey({ name: 'mcp_servers_pk', columns: [t.meshId, t.server] }),
+    index('mcp_servers_session_idx').on(t.hostSession),
+  ],
 );

@@ -13,7 +13,7 @@ export class LocalDelivery implements Delivery {
     private readonly delivered: (path: 'local', count: number) => void,
   ) {}
 
-  async dispatch(message: DurableFrame, recipients: number[]): Promise<void> {
+  async dispatch(_meshId: string, message: DurableFrame, recipients: number[]): Promise<void> {
     let count = 0;
     for (const memberId of recipients) {
       for (const connection of this.connections.ofMember(memberId)) {

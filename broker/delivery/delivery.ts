@@ -11,6 +11,6 @@
 import type { DurableFrame } from '../connections/connection.js';
 
 export interface Delivery {
-  dispatch(message: DurableFrame, recipients: number[]): Promise<void>;
+  dispatch(meshId: string, message: DurableFrame, recipients: number[]): Promise<void>;
   close(): Promise<void>;
 }

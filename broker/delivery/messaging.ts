@@ -51,7 +51,7 @@ export function registerMessaging(router: Router, options: MessagingOptions): vo
     const accepted = await store.accept(identity, { id: frame.id, to: frame.to, body: frame.body });
     if (!accepted.duplicate) {
       metrics.messagesAccepted.inc();
-      await options.delivery.dispatch(accepted.frame, accepted.recipients);
+      await options.delivery.dispatch(identity.meshId, accepted.frame, accepted.recipients);
       options.audit.record({
         meshId: identity.meshId,
         eventType: 'message.sent',

@@ -165,6 +165,30 @@ export class MessageStore {
     }
   }
 
+  /**
+   * Unacked messages of any of `memberIds` accepted at least `minAgeMs` ago, oldest first: what the
+   * delivery sweep re-offers to this node's sessions in case a wake-up was lost.
+   */
+  async owedTo(
+    memberIds: number[],
+    minAgeMs: number,
+    limit = 2000,
+  ): Promise<Array<{ memberId: number; frame: DurableFrame }>> {
+    if (memberIds.length === 0) return [];
+    const result = await this.pool.query<Row & { memberId: number }>(
+      `SELECT d.member_id AS "memberId", ${ROW}
+         FROM deliveries d
+         JOIN messages m ON m.id = d.message_id
+         JOIN members s ON s.id = m.sender_id
+        WHERE d.member_id = ANY ($1::bigint[]) AND d.acked_at IS NULL
+          AND m.created_at < now() - make_interval(secs => $2 / 1000.0)
+        ORDER BY d.message_id
+        LIMIT $3`,
+      [memberIds, minAgeMs, limit],
+    );
+    return result.rows.map((row) => ({ memberId: row.memberId, frame: toFrame(row) }));
+  }
+
   /** Marks a message delivered to a member. Acking twice is harmless; acking what was never owed is not. */
   async ack(memberId: number, messageId: string): Promise<void> {
     const result = await this.pool.query(

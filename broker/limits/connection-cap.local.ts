@@ -18,6 +18,13 @@ export class LocalConnectionCap implements ConnectionCap {
     return true;
   }
 
+  /** Every session this node admitted, for the shared cap to take over on a flip. */
+  entries(): Array<{ meshId: string; sessionId: string }> {
+    return [...this.sessions].flatMap(([meshId, set]) =>
+      [...set].map((sessionId) => ({ meshId, sessionId })),
+    );
+  }
+
   async release(meshId: string, sessionId: string): Promise<void> {
     const set = this.sessions.get(meshId);
     set?.delete(sessionId);

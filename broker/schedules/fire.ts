@@ -36,7 +36,7 @@ export function fireOccurrence(options: FireOptions): FireOccurrence {
           occurrence,
         },
       );
-      await options.delivery.dispatch(accepted.frame, accepted.recipients);
+      await options.delivery.dispatch(schedule.meshId, accepted.frame, accepted.recipients);
       options.metrics.scheduleFires.inc({ outcome: 'fired' });
       options.audit.record({
         meshId: schedule.meshId,

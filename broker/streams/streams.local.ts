@@ -1,5 +1,5 @@
 import type { SessionIdentity } from '../connections/connection.js';
-import type { StreamSink, Streams } from './streams.js';
+import type { StreamDataFrame, StreamSink, Streams } from './streams.js';
 
 /**
  * Subscriptions in this node's memory. The gap on 2+ nodes: a publish reaches only the subscribers
@@ -12,17 +12,7 @@ export class LocalStreams implements Streams {
   constructor(private readonly sink: StreamSink) {}
 
   async subscribe(session: SessionIdentity, stream: string): Promise<void> {
-    let streams = this.subscriptions.get(session.meshId);
-    if (!streams) {
-      streams = new Map();
-      this.subscriptions.set(session.meshId, streams);
-    }
-    let subscribers = streams.get(stream);
-    if (!subscribers) {
-      subscribers = new Set();
-      streams.set(stream, subscribers);
-    }
-    subscribers.add(session.sessionId);
+    this.add(session.meshId, stream, session.sessionId);
   }
 
   async unsubscribe(session: SessionIdentity, stream: string): Promise<void> {
@@ -30,10 +20,7 @@ export class LocalStreams implements Streams {
   }
 
   async publish(session: SessionIdentity, stream: string, data: unknown): Promise<void> {
-    const subscribers = this.subscriptions.get(session.meshId)?.get(stream);
-    if (!subscribers) return;
-    const targets = [...subscribers].filter((id) => id !== session.sessionId);
-    this.sink(targets, {
+    this.deliverHere(session.meshId, {
       type: 'stream.data',
       stream,
       data,
@@ -49,6 +36,8 @@ export class LocalStreams implements Streams {
       .sort((a, b) => a.name.localeCompare(b.name));
   }
 
+  async sessionStarted(): Promise<void> {}
+
   async sessionEnded(meshId: string, sessionId: string): Promise<void> {
     for (const stream of [...(this.subscriptions.get(meshId)?.keys() ?? [])])
       this.remove(meshId, stream, sessionId);
@@ -56,6 +45,40 @@ export class LocalStreams implements Streams {
 
   async close(): Promise<void> {
     this.subscriptions.clear();
+  }
+
+  /** Hands a publish to this node's subscribers of its stream, except the publishing session. */
+  deliverHere(meshId: string, frame: StreamDataFrame): void {
+    const subscribers = this.subscriptions.get(meshId)?.get(frame.stream);
+    if (!subscribers) return;
+    this.sink(
+      [...subscribers].filter((id) => id !== frame.fromSession),
+      frame,
+    );
+  }
+
+  /** Every subscription this node holds, for the shared implementation to write through on a flip. */
+  all(): Array<{ meshId: string; stream: string; sessionId: string }> {
+    const entries = [];
+    for (const [meshId, streams] of this.subscriptions) {
+      for (const [stream, sessions] of streams)
+        for (const sessionId of sessions) entries.push({ meshId, stream, sessionId });
+    }
+    return entries;
+  }
+
+  add(meshId: string, stream: string, sessionId: string): void {
+    let streams = this.subscriptions.get(meshId);
+    if (!streams) {
+      streams = new Map();
+      this.subscriptions.set(meshId, streams);
+    }
+    let subscribers = streams.get(stream);
+    if (!subscribers) {
+      subscribers = new Set();
+      streams.set(stream, subscribers);
+    }
+    subscribers.add(sessionId);
   }
 
   private remove(meshId: string, stream: string, sessionId: string): void {

@@ -27,6 +27,8 @@ export interface Streams {
   publish(session: SessionIdentity, stream: string, data: unknown): Promise<void>;
   /** Streams of the mesh with their subscriber counts. */
   list(meshId: string): Promise<Array<{ name: string; subscribers: number }>>;
+  /** A session's hello was accepted on this node (it may bring subscriptions made on another node). */
+  sessionStarted(meshId: string, sessionId: string): Promise<void>;
   sessionEnded(meshId: string, sessionId: string): Promise<void>;
   close(): Promise<void>;
 }

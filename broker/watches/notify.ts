@@ -17,7 +17,7 @@ export function notifyWatch(messages: MessageStore, delivery: Delivery, metrics:
         allowSelf: true,
       },
     );
-    await delivery.dispatch(accepted.frame, accepted.recipients);
+    await delivery.dispatch(watch.meshId, accepted.frame, accepted.recipients);
     metrics.watchNotifications.inc();
   };
 }

@@ -37,6 +37,8 @@ export interface GatewayOptions {
   onSessionStart: (connection: Connection) => Promise<void>;
   /** Runs when a session's current socket closed (not when replaced, not while draining). */
   onSocketClosed: (identity: SessionIdentity) => Promise<void>;
+  /** Runs for every socket that had been welcomed, whatever ended it. */
+  onConnectionGone: (identity: SessionIdentity) => void;
 }
 
 export class Gateway {
@@ -182,6 +184,7 @@ export class Gateway {
       heartbeatMs,
       ...(hello.rid === undefined ? {} : { rid: hello.rid }),
     });
+    connection.welcomed = true;
     await this.options.onSessionStart(connection);
   }
 
@@ -191,6 +194,7 @@ export class Gateway {
     const wasCurrent = connections.remove(connection);
     if (!identity) return;
     metrics.connections.dec({ mesh: identity.meshId });
+    if (connection.welcomed) this.options.onConnectionGone(identity);
     if (!wasCurrent || this.draining) return; // replaced by a newer socket, or the node is shutting down
     await this.options.cap.release(identity.meshId, identity.sessionId);
     await presence.detach(identity).catch((error) => log.error({ err: error }, 'presence detach failed'));

@@ -44,6 +44,7 @@ describe('workbench CLI', () => {
       'audit_log',
       'deliveries',
       'flag_states',
+      'mcp_servers',
       'members',
       'mesh_clocks',
       'meshes',
@@ -51,6 +52,7 @@ describe('workbench CLI', () => {
       'nodes',
       'presence',
       'schedules',
+      'stream_subscriptions',
       'watches',
     ]);
   });

@@ -83,7 +83,7 @@ describe('flags over three node processes (file provider)', () => {
       error: null,
     });
     expect(report.flags['ha.audit']).toEqual({ value: false, acting: false, row: 'audit lastHash' });
-    expect(report.flags['ha.presence']).toMatchObject({ note: 'no shared implementation in this build yet' });
+    expect(report.flags['ha.schedules']).toMatchObject({ note: 'no shared implementation in this build yet' });
     const metrics = await (await fetch(`${nodes[0]!.url}/metrics`)).text();
     expect(metrics).toContain('mesh_broker_flag_enabled{flag="ha.audit",node="f1"} 0');
     const row = await db.query(
@@ -128,16 +128,16 @@ describe('flags over three node processes (file provider)', () => {
     expect(listed.code).toBe(0);
     const auditLine = listed.stdout.split('\n').find((l) => l.startsWith('ha.audit'))!;
     expect(auditLine).toMatch(/^ha\.audit\s+3\s+on\s+on\s+on\s+on$/);
-    // ha.presence has no shared implementation yet: the nodes cannot act on it, and the list says so.
-    await runWorkbench(['flags', 'set', 'ha.presence', 'on', '--env', ENV], cliEnv);
-    await waitFor(async () => (await flagsOf(nodes[2]!)).flags['ha.presence']!.value);
+    // ha.schedules has no shared implementation yet: the nodes cannot act on it, and the list says so.
+    await runWorkbench(['flags', 'set', 'ha.schedules', 'on', '--env', ENV], cliEnv);
+    await waitFor(async () => (await flagsOf(nodes[2]!)).flags['ha.schedules']!.value);
     const json = JSON.parse((await runWorkbench(['flags', 'list', '--env', ENV, '--json'], cliEnv)).stdout);
-    const presence = json.flags.find((f: { flag: string }) => f.flag === 'ha.presence');
-    expect(presence).toMatchObject({ desired: true, disagree: true });
-    expect(presence.nodes.f1).toEqual({
+    const schedules = json.flags.find((f: { flag: string }) => f.flag === 'ha.schedules');
+    expect(schedules).toMatchObject({ desired: true, disagree: true });
+    expect(schedules.nodes.f1).toEqual({
       value: true,
       acting: false,
-      row: 'presence / sessions',
+      row: 'scheduledMessages',
       note: expect.any(String),
     });
     expect(json.nodes).toEqual(['f1', 'f2', 'f3']);

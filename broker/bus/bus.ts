@@ -1,0 +1,137 @@
+/**
+ * Redis pub/sub between the nodes of a cluster. A hint, never the truth (DESIGN §2): a message can be lost
+ * on any disconnect, so every shared module that must not lose anything writes Postgres first and has a
+ * sweep or a replay that completes what the bus missed.
+ *
+ * Two kinds of channel, each multiplexing message kinds:
+ * - a mesh channel, which a node subscribes to while it holds sessions of the mesh (fan-out to the nodes
+ *   that care: deliveries, presence events, stream data, clock ticks);
+ * - a node channel, which each node always subscribes to (requests to one node: MCP calls, kicks).
+ * A node never handles its own publications (they carry its id). Publishing never waits for Redis to come
+ * back: with Redis down it returns false at once, counted in `mesh_broker_bus_publish_failures_total`.
+ */
+import type { Redis } from 'ioredis';
+import type { Logger } from '../log.js';
+
+export type BusHandler = (scope: string, payload: Record<string, unknown>) => void;
+
+interface Envelope {
+  from: string;
+  kind: string;
+  payload: Record<string, unknown>;
+}
+
+export interface BusOptions {
+  /** The node's main client (publishing; no offline queue). */
+  publisher: Redis;
+  /** A dedicated connection in subscriber mode (ioredis resubscribes it after a reconnect). */
+  subscriber: Redis;
+  prefix: string;
+  nodeId: string;
+  log: Logger;
+  onPublishFailure: () => void;
+}
+
+export class Bus {
+  private readonly handlers = new Map<string, BusHandler[]>();
+  /** Mesh channels wanted by this node, with how many local reasons each has (ref count). */
+  private readonly meshes = new Map<string, number>();
+  private readonly reconnectListeners: Array<() => void> = [];
+  private wasReady = false;
+
+  constructor(private readonly options: BusOptions) {
+    options.subscriber.on('message', (channel: string, text: string) => this.receive(channel, text));
+    options.subscriber.on('ready', () => {
+      // After a reconnect, whatever was published meanwhile is lost: modules run their catch-up.
+      if (this.wasReady) for (const listener of this.reconnectListeners) listener();
+      this.wasReady = true;
+    });
+  }
+
+  async start(): Promise<void> {
+    await this.options.subscriber.subscribe(this.nodeChannel(this.options.nodeId)).catch((error) => {
+      this.options.log.warn({ err: error }, 'bus: could not subscribe the node channel yet');
+    });
+  }
+
+  /** Handles messages of `kind` from any channel; `scope` is the mesh id or the node id the channel is for. */
+  on(kind: string, handler: BusHandler): void {
+    this.handlers.set(kind, [...(this.handlers.get(kind) ?? []), handler]);
+  }
+
+  /** Called after the subscriber reconnected (messages may have been missed). */
+  onReconnect(listener: () => void): void {
+    this.reconnectListeners.push(listener);
+  }
+
+  /** This node wants the mesh's channel (ref-counted with `leaveMesh`). */
+  joinMesh(meshId: string): void {
+    const count = this.meshes.get(meshId) ?? 0;
+    this.meshes.set(meshId, count + 1);
+    if (count === 0) {
+      this.options.subscriber.subscribe(this.meshChannel(meshId)).catch((error) => {
+        this.options.log.warn({ err: error, meshId }, 'bus: mesh subscribe failed (the sweep covers it)');
+      });
+    }
+  }
+
+  leaveMesh(meshId: string): void {
+    const count = this.meshes.get(meshId) ?? 0;
+    if (count <= 1) {
+      this.meshes.delete(meshId);
+      this.options.subscriber.unsubscribe(this.meshChannel(meshId)).catch(() => {});
+    } else {
+      this.meshes.set(meshId, count - 1);
+    }
+  }
+
+  publishToMesh(meshId: string, kind: string, payload: Record<string, unknown>): Promise<boolean> {
+    return this.publish(this.meshChannel(meshId), kind, payload);
+  }
+
+  publishToNode(nodeId: string, kind: string, payload: Record<string, unknown>): Promise<boolean> {
+    return this.publish(this.nodeChannel(nodeId), kind, payload);
+  }
+
+  async close(): Promise<void> {
+    this.options.subscriber.disconnect();
+  }
+
+  private meshChannel(meshId: string): string {
+    return `${this.options.prefix}bus:mesh:${meshId}`;
+  }
+
+  private nodeChannel(nodeId: string): string {
+    return `${this.options.prefix}bus:node:${nodeId}`;
+  }
+
+  private async publish(channel: string, kind: string, payload: Record<string, unknown>): Promise<boolean> {
+    const envelope: Envelope = { from: this.options.nodeId, kind, payload };
+    try {
+      await this.options.publisher.publish(channel, JSON.stringify(envelope));
+      return true;
+    } catch (error) {
+      this.options.onPublishFailure();
+      this.options.log.debug({ err: error, channel, kind }, 'bus publish failed');
+      return false;
+    }
+  }
+
+  private receive(channel: string, text: string): void {
+    let envelope: Envelope;
+    try {
+      envelope = JSON.parse(text) as Envelope;
+    } catch {
+      return;
+    }
+    if (envelope.from === this.options.nodeId) return;
+    const scope = channel.slice(channel.lastIndexOf(':') + 1);
+    for (const handler of this.handlers.get(envelope.kind) ?? []) {
+      try {
+        handler(scope, envelope.payload);
+      } catch (error) {
+        this.options.log.error({ err: error, kind: envelope.kind }, 'bus handler failed');
+      }
+    }
+  }
+}

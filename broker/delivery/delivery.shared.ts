@@ -1,0 +1,104 @@
+import type { Bus } from '../bus/bus.js';
+import type { DurableFrame } from '../connections/connection.js';
+import type { ConnectionRegistry } from '../connections/registry.js';
+import type { Logger } from '../log.js';
+import type { Delivery } from './delivery.js';
+import type { MessageStore } from './store.js';
+
+export interface SharedDeliveryOptions {
+  connections: ConnectionRegistry;
+  bus: Bus;
+  store: MessageStore;
+  /** How often the sweep re-offers what is still owed to this node's sessions. */
+  sweepMs: number;
+  /** A message is left to the live path this long before the sweep considers it. */
+  sweepMinAgeMs: number;
+  delivered: (path: 'local' | 'remote' | 'sweep', count: number) => void;
+  log: Logger;
+}
+
+/**
+ * Delivery to sessions on any node (flag `ha.delivery`). Postgres is the truth: the message and its
+ * delivery rows are committed before `dispatch`. Then:
+ * - this node's sessions of the recipients get it at once (never waiting on Redis);
+ * - the other nodes holding sessions of the mesh get it over the bus (mesh channel) and deliver it to
+ *   their own sessions of the recipients;
+ * - every `sweepMs`, each node re-offers to its sessions what their members still owe (unacked, older
+ *   than `sweepMinAgeMs`) and that socket was not already sent: a lost wake-up costs at most
+ *   sweepMinAgeMs + sweepMs, and with Redis down delivery runs on the sweep alone. The SDK drops repeats.
+ * - after the bus reconnects, a sweep runs at once.
+ * Order: the live paths keep a sender's order; a message that only the sweep delivers can arrive after
+ * later ones of the same sender (the SDK sees `sentAt` and `messageId` to reorder if it must).
+ */
+export class SharedDelivery implements Delivery {
+  private sweeper: NodeJS.Timeout | undefined;
+  private sweeping: Promise<void> | undefined;
+
+  constructor(private readonly options: SharedDeliveryOptions) {
+    options.bus.on('delivery.message', (_meshId, payload) => {
+      const count = this.deliverHere(payload.frame as DurableFrame, payload.recipients as number[]);
+      if (count > 0) options.delivered('remote', count);
+    });
+    options.bus.onReconnect(() => void this.sweep());
+  }
+
+  /** Starts the sweep (the switch calls it when the row goes shared). */
+  start(): void {
+    this.sweeper ??= setInterval(() => void this.sweep(), this.options.sweepMs);
+    this.sweeper.unref();
+  }
+
+  /** Stops the sweep (the row went back to local); remote deliveries are still handed to local sockets. */
+  async stop(): Promise<void> {
+    if (this.sweeper) clearInterval(this.sweeper);
+    this.sweeper = undefined;
+    await this.sweeping;
+  }
+
+  async dispatch(meshId: string, message: DurableFrame, recipients: number[]): Promise<void> {
+    const count = this.deliverHere(message, recipients);
+    if (count > 0) this.options.delivered('local', count);
+    await this.options.bus.publishToMesh(meshId, 'delivery.message', { frame: message, recipients });
+  }
+
+  close(): Promise<void> {
+    return this.stop();
+  }
+
+  /** One sweep at a time; a sweep asked for while one runs is skipped (the next tick comes soon). */
+  sweep(): Promise<void> {
+    this.sweeping ??= this.sweepOnce().finally(() => {
+      this.sweeping = undefined;
+    });
+    return this.sweeping;
+  }
+
+  private deliverHere(message: DurableFrame, recipients: number[]): number {
+    let count = 0;
+    for (const memberId of recipients) {
+      for (const connection of this.options.connections.ofMember(memberId)) {
+        connection.deliver(message);
+        count++;
+      }
+    }
+    return count;
+  }
+
+  private async sweepOnce(): Promise<void> {
+    const { connections, store, sweepMinAgeMs } = this.options;
+    try {
+      const owed = await store.owedTo(connections.memberIds(), sweepMinAgeMs);
+      let count = 0;
+      for (const { memberId, frame } of owed) {
+        for (const connection of connections.ofMember(memberId)) {
+          if (connection.hasDelivered(frame.messageId)) continue;
+          connection.deliver(frame);
+          count++;
+        }
+      }
+      if (count > 0) this.options.delivered('sweep', count);
+    } catch (error) {
+      this.options.log.warn({ err: error }, 'delivery sweep failed; the next one retries');
+    }
+  }
+}

@@ -1,0 +1,146 @@
+import type { Redis } from 'ioredis';
+import type { Logger } from '../log.js';
+import type { ConnectionCap } from './connection-cap.js';
+
+/**
+ * Counts a mesh's sessions over every node: `cap:<mesh>:nodes` lists the nodes that hold some, and
+ * `cap:<mesh>:<node>` is one node's part, a set of session ids that expires (TTL) unless its node refreshes
+ * it. Admission is one Lua script (sum the live parts, compare with the cap, add the session), so two nodes
+ * never both admit the last place. A dead node's part expires within `partTtlMs`, giving its places back.
+ */
+const ADMIT = `
+local nodes = KEYS[1]
+local mine = KEYS[2]
+local session, cap, ttl, prefix = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+if redis.call('SISMEMBER', mine, session) == 1 then
+  redis.call('PEXPIRE', mine, ttl)
+  return 1
+end
+local total = 0
+for _, node in ipairs(redis.call('SMEMBERS', nodes)) do
+  local size = redis.call('SCARD', prefix .. node)
+  if size == 0 then redis.call('SREM', nodes, node) end
+  total = total + size
+end
+if total >= cap then return 0 end
+redis.call('SADD', mine, session)
+redis.call('PEXPIRE', mine, ttl)
+redis.call('SADD', nodes, ARGV[5])
+redis.call('PEXPIRE', nodes, ttl)
+return 1
+`;
+
+export interface SharedCapOptions {
+  redis: Redis;
+  nodeId: string;
+  cap: number;
+  partTtlMs: number;
+  fallback: ConnectionCap;
+  onFallback: () => void;
+  log: Logger;
+}
+
+/**
+ * The global per-mesh cap (flag `ha.connection-cap`). With Redis unreachable it falls back to this node's
+ * own count (N nodes may then admit up to N × cap), logs the first fallback and counts each one.
+ */
+export class SharedConnectionCap implements ConnectionCap {
+  private readonly held = new Map<string, Set<string>>();
+  private refresher: NodeJS.Timeout | undefined;
+  private fallingBack = false;
+
+  constructor(private readonly options: SharedCapOptions) {}
+
+  /** Keeps this node's parts alive (the switch starts it when the row goes shared). */
+  start(): void {
+    this.refresher ??= setInterval(() => void this.refresh(), Math.max(250, this.options.partTtlMs / 3));
+    this.refresher.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.refresher) clearInterval(this.refresher);
+    this.refresher = undefined;
+  }
+
+  async admit(meshId: string, sessionId: string): Promise<boolean> {
+    const { redis, nodeId, cap, partTtlMs } = this.options;
+    if (redis.status === 'ready') {
+      try {
+        const admitted = await redis.eval(
+          ADMIT,
+          2,
+          `cap:${meshId}:nodes`,
+          `cap:${meshId}:${nodeId}`,
+          sessionId,
+          cap,
+          partTtlMs,
+          `${redis.options.keyPrefix ?? ''}cap:${meshId}:`,
+          nodeId,
+        );
+        this.fallingBack = false;
+        if (admitted === 1) this.remember(meshId, sessionId);
+        // The local count follows too, so a fallback starts from what this node really holds.
+        if (admitted === 1) await this.options.fallback.admit(meshId, sessionId);
+        return admitted === 1;
+      } catch (error) {
+        this.noteFallback(error as Error);
+      }
+    } else {
+      this.noteFallback(new Error(`redis ${redis.status}`));
+    }
+    const admitted = await this.options.fallback.admit(meshId, sessionId);
+    if (admitted) this.remember(meshId, sessionId);
+    return admitted;
+  }
+
+  async release(meshId: string, sessionId: string): Promise<void> {
+    this.held.get(meshId)?.delete(sessionId);
+    if (this.held.get(meshId)?.size === 0) this.held.delete(meshId);
+    await this.options.fallback.release(meshId, sessionId);
+    await this.options.redis.srem(`cap:${meshId}:${this.options.nodeId}`, sessionId).catch(() => {});
+  }
+
+  async close(): Promise<void> {
+    await this.stop();
+  }
+
+  /** Flip to shared: the sessions this node admitted while local are counted globally from now on. */
+  async adopt(entries: Array<{ meshId: string; sessionId: string }>): Promise<void> {
+    for (const { meshId, sessionId } of entries) this.remember(meshId, sessionId);
+    await this.refresh();
+  }
+
+  private remember(meshId: string, sessionId: string): void {
+    let set = this.held.get(meshId);
+    if (!set) {
+      set = new Set();
+      this.held.set(meshId, set);
+    }
+    set.add(sessionId);
+  }
+
+  /** Re-asserts this node's parts (also after Redis lost them in a restart). */
+  private async refresh(): Promise<void> {
+    if (this.options.redis.status !== 'ready') return;
+    const { redis, nodeId, partTtlMs } = this.options;
+    try {
+      const pipeline = redis.pipeline();
+      for (const [meshId, sessions] of this.held) {
+        pipeline.sadd(`cap:${meshId}:${nodeId}`, ...sessions);
+        pipeline.pexpire(`cap:${meshId}:${nodeId}`, partTtlMs);
+        pipeline.sadd(`cap:${meshId}:nodes`, nodeId);
+        pipeline.pexpire(`cap:${meshId}:nodes`, partTtlMs);
+      }
+      await pipeline.exec();
+    } catch (error) {
+      this.options.log.debug({ err: error }, 'cap refresh failed');
+    }
+  }
+
+  private noteFallback(error: Error): void {
+    this.options.onFallback();
+    if (!this.fallingBack)
+      this.options.log.warn({ err: error }, 'connection cap: Redis unavailable, per-node count only');
+    this.fallingBack = true;
+  }
+}

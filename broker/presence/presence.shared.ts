@@ -1,0 +1,216 @@
+import type { Bus } from '../bus/bus.js';
+import type { SessionIdentity } from '../connections/connection.js';
+import type { Pool } from '../db/pool.js';
+import type { Logger } from '../log.js';
+import type { Presence, PresenceEntry, PresenceEvents, PresenceFrame } from './presence.js';
+
+export interface SharedPresenceOptions {
+  pool: Pool;
+  bus: Bus;
+  nodeId: string;
+  graceMs: number;
+  /** A node whose heartbeat is older than this is dead: its sessions are reaped. */
+  deadAfterMs: number;
+  reapEveryMs: number;
+  /** Events this node originates: its sockets, and the node's side effects (audit, cleanup). */
+  events: PresenceEvents;
+  /** Events another node originated: this node's sockets only. */
+  relay: PresenceEvents;
+  /** Closes this node's socket of a session that connected again on another node (4409). */
+  kickLocal: (sessionId: string) => void;
+  log: Logger;
+}
+
+interface Row {
+  sessionId: string;
+  meshId: string;
+  pubkey: string;
+}
+
+/**
+ * Presence rows are the truth (flag `ha.presence`), every row carrying the node that holds the session.
+ * - A session that says hello on any node within the grace period takes its row over (reattach: no
+ *   `peer.joined`, no `peer.left`); if its old socket is still open on another node, that node is told to
+ *   close it (4409).
+ * - A session whose socket closed keeps its row, marked disconnected, for the grace period; the node that
+ *   held it removes it then (if nobody took it over) and emits the one `peer.left`. Every node also reaps, on
+ *   a timer, rows whose grace ran out and rows of dead nodes: whoever deletes a row emits its `peer.left`,
+ *   so each leave is announced once. Bound: a dead node's sessions leave at most
+ *   max(deadAfter, grace) + reapEvery after its last heartbeat.
+ * - Shutdown hands this node's rows to the grace period (they are not deleted), so peers that reconnect
+ *   elsewhere keep their presence.
+ * - Events go to this node's sockets and, over the bus, to the other nodes of the mesh.
+ */
+export class SharedPresence implements Presence {
+  private readonly graceTimers = new Map<string, NodeJS.Timeout>();
+  private reaper: NodeJS.Timeout | undefined;
+
+  constructor(private readonly options: SharedPresenceOptions) {
+    options.bus.on('presence.event', (meshId, payload) =>
+      options.relay(meshId, payload as unknown as PresenceFrame),
+    );
+    options.bus.on('presence.kick', (_node, payload) => options.kickLocal(String(payload.sessionId)));
+  }
+
+  async start(): Promise<void> {
+    // Rows an earlier run of this node left behind: their sockets are gone; give them their grace period.
+    await this.options.pool.query(
+      'UPDATE presence SET disconnected_at = now() WHERE node_id = $1 AND disconnected_at IS NULL',
+      [this.options.nodeId],
+    );
+    this.activate();
+  }
+
+  /** Starts reaping (at boot, or when the row's flag turns this implementation on). */
+  activate(): void {
+    this.reaper ??= setInterval(() => void this.reap(), this.options.reapEveryMs);
+    this.reaper.unref();
+  }
+
+  deactivate(): void {
+    if (this.reaper) clearInterval(this.reaper);
+    this.reaper = undefined;
+  }
+
+  async attach(identity: SessionIdentity): Promise<{ reattached: boolean }> {
+    const { pool, nodeId } = this.options;
+    clearTimeout(this.graceTimers.get(identity.sessionId));
+    this.graceTimers.delete(identity.sessionId);
+    const result = await pool.query<{ previousNode: string | null; previousDisconnected: Date | null }>(
+      `WITH previous AS (SELECT node_id, disconnected_at FROM presence WHERE session_id = $1 FOR UPDATE)
+       INSERT INTO presence (session_id, mesh_id, member_id, node_id, name, groups)
+       VALUES ($1, $2, $3, $4, $5, $6)
+       ON CONFLICT (session_id) DO UPDATE
+         SET node_id = excluded.node_id, name = excluded.name, groups = excluded.groups, disconnected_at = NULL
+       RETURNING (SELECT node_id FROM previous) AS "previousNode",
+                 (SELECT disconnected_at FROM previous) AS "previousDisconnected"`,
+      [identity.sessionId, identity.meshId, identity.memberId, nodeId, identity.name, identity.groups],
+    );
+    const { previousNode, previousDisconnected } = result.rows[0]!;
+    if (previousNode !== null && previousNode !== nodeId && previousDisconnected === null) {
+      // Still connected over there: the newer connection wins, on any node.
+      await this.options.bus.publishToNode(previousNode, 'presence.kick', { sessionId: identity.sessionId });
+    }
+    if (previousNode !== null) return { reattached: true };
+    this.emit(identity.meshId, {
+      type: 'peer.joined',
+      pubkey: identity.pubkey,
+      sessionId: identity.sessionId,
+      name: identity.name,
+    });
+    return { reattached: false };
+  }
+
+  async detach(identity: SessionIdentity): Promise<void> {
+    await this.options.pool.query(
+      'UPDATE presence SET disconnected_at = now() WHERE session_id = $1 AND node_id = $2',
+      [identity.sessionId, this.options.nodeId],
+    );
+    const timer = setTimeout(() => {
+      this.graceTimers.delete(identity.sessionId);
+      this.removeIfStillDisconnectedHere(identity.sessionId).catch((error) =>
+        this.options.log.warn({ err: error }, 'presence: grace expiry failed (the reaper will retry)'),
+      );
+    }, this.options.graceMs);
+    timer.unref();
+    this.graceTimers.set(identity.sessionId, timer);
+  }
+
+  async leave(identity: SessionIdentity): Promise<void> {
+    clearTimeout(this.graceTimers.get(identity.sessionId));
+    this.graceTimers.delete(identity.sessionId);
+    this.announceLeft(
+      await this.options.pool.query<Row>(
+        `DELETE FROM presence p USING members m WHERE m.id = p.member_id AND p.session_id = $1
+         RETURNING p.session_id AS "sessionId", p.mesh_id AS "meshId", m.pubkey`,
+        [identity.sessionId],
+      ),
+    );
+  }
+
+  async setStatus(sessionId: string, status: string): Promise<boolean> {
+    const result = await this.options.pool.query<Row>(
+      `UPDATE presence p SET status = $2 FROM members m WHERE m.id = p.member_id AND p.session_id = $1
+       RETURNING p.session_id AS "sessionId", p.mesh_id AS "meshId", m.pubkey`,
+      [sessionId, status],
+    );
+    const row = result.rows[0];
+    if (!row) return false;
+    this.emit(row.meshId, { type: 'peer.status', pubkey: row.pubkey, sessionId, status });
+    return true;
+  }
+
+  async ownerOf(sessionId: string): Promise<number | undefined> {
+    const result = await this.options.pool.query<{ memberId: number }>(
+      'SELECT member_id AS "memberId" FROM presence WHERE session_id = $1',
+      [sessionId],
+    );
+    return result.rows[0]?.memberId;
+  }
+
+  async list(meshId: string): Promise<PresenceEntry[]> {
+    const result = await this.options.pool.query<PresenceEntry & { connectedAt: Date }>(
+      `SELECT m.pubkey, p.session_id AS "sessionId", p.name, p.groups, p.node_id AS node,
+              p.connected_at AS "connectedAt", p.status
+         FROM presence p JOIN members m ON m.id = p.member_id
+        WHERE p.mesh_id = $1 ORDER BY p.connected_at`,
+      [meshId],
+    );
+    return result.rows.map((row) => ({ ...row, connectedAt: row.connectedAt.toISOString() }));
+  }
+
+  async close(): Promise<void> {
+    if (this.reaper) clearInterval(this.reaper);
+    for (const timer of this.graceTimers.values()) clearTimeout(timer);
+    this.graceTimers.clear();
+    await this.options.pool.query(
+      'UPDATE presence SET disconnected_at = now() WHERE node_id = $1 AND disconnected_at IS NULL',
+      [this.options.nodeId],
+    );
+  }
+
+  private async removeIfStillDisconnectedHere(sessionId: string): Promise<void> {
+    this.announceLeft(
+      await this.options.pool.query<Row>(
+        `DELETE FROM presence p USING members m
+          WHERE m.id = p.member_id AND p.session_id = $1 AND p.node_id = $2 AND p.disconnected_at IS NOT NULL
+          RETURNING p.session_id AS "sessionId", p.mesh_id AS "meshId", m.pubkey`,
+        [sessionId, this.options.nodeId],
+      ),
+    );
+  }
+
+  /** Rows whose grace ran out, and rows of dead nodes: removed by whichever node gets there first. */
+  private async reap(): Promise<void> {
+    try {
+      this.announceLeft(
+        await this.options.pool.query<Row>(
+          `DELETE FROM presence p USING members m
+            WHERE m.id = p.member_id AND (
+              (p.disconnected_at IS NOT NULL AND p.disconnected_at < now() - make_interval(secs => $1 / 1000.0))
+              OR p.node_id IN (SELECT id FROM nodes
+                                WHERE heartbeat_at < now() - make_interval(secs => greatest($1, $2) / 1000.0)))
+            RETURNING p.session_id AS "sessionId", p.mesh_id AS "meshId", m.pubkey`,
+          [this.options.graceMs, this.options.deadAfterMs],
+        ),
+      );
+    } catch (error) {
+      this.options.log.warn({ err: error }, 'presence reaper failed; next round retries');
+    }
+  }
+
+  private announceLeft(result: { rows: Row[] }): void {
+    for (const row of result.rows) {
+      this.emit(row.meshId, { type: 'peer.left', pubkey: row.pubkey, sessionId: row.sessionId });
+    }
+  }
+
+  private emit(meshId: string, frame: PresenceFrame): void {
+    this.options.events(meshId, frame);
+    void this.options.bus.publishToMesh(
+      meshId,
+      'presence.event',
+      frame as unknown as Record<string, unknown>,
+    );
+  }
+}

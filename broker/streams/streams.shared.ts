@@ -1,0 +1,94 @@
+import type { Bus } from '../bus/bus.js';
+import type { SessionIdentity } from '../connections/connection.js';
+import type { Pool } from '../db/pool.js';
+import type { StreamDataFrame, Streams } from './streams.js';
+import type { LocalStreams } from './streams.local.js';
+
+/**
+ * Streams across nodes (flag `ha.streams`). Built on the node's local registry (which still decides who
+ * gets a frame on this node), plus:
+ * - subscriptions written to Postgres, so `stream.list` counts every node and a session that reconnects
+ *   to another node brings its subscriptions along;
+ * - a publish delivered here at once, then sent over the bus (mesh channel) to the other nodes, which
+ *   hand it to their own subscribers. A node never delivers its own publication twice (the bus drops a
+ *   node's own messages). Delivery stays at most once: a frame lost with the bus is lost, as on one node.
+ * Remote publishes are handed to the local registry whichever implementation the node runs, so a node
+ * still on local streams receives what shared nodes publish (it does not send to them).
+ */
+export class SharedStreams implements Streams {
+  constructor(
+    private readonly local: LocalStreams,
+    private readonly pool: Pool,
+    private readonly bus: Bus,
+  ) {
+    bus.on('stream.data', (meshId, payload) =>
+      local.deliverHere(meshId, payload as unknown as StreamDataFrame),
+    );
+  }
+
+  async subscribe(session: SessionIdentity, stream: string): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO stream_subscriptions (mesh_id, stream, session_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+      [session.meshId, stream, session.sessionId],
+    );
+    await this.local.subscribe(session, stream);
+  }
+
+  async unsubscribe(session: SessionIdentity, stream: string): Promise<void> {
+    await this.pool.query(
+      'DELETE FROM stream_subscriptions WHERE mesh_id = $1 AND stream = $2 AND session_id = $3',
+      [session.meshId, stream, session.sessionId],
+    );
+    await this.local.unsubscribe(session, stream);
+  }
+
+  async publish(session: SessionIdentity, stream: string, data: unknown): Promise<void> {
+    const frame: StreamDataFrame = {
+      type: 'stream.data',
+      stream,
+      data,
+      from: session.pubkey,
+      fromSession: session.sessionId,
+    };
+    this.local.deliverHere(session.meshId, frame);
+    await this.bus.publishToMesh(session.meshId, 'stream.data', frame as unknown as Record<string, unknown>);
+  }
+
+  async list(meshId: string): Promise<Array<{ name: string; subscribers: number }>> {
+    const result = await this.pool.query<{ name: string; subscribers: number }>(
+      `SELECT stream AS name, count(*)::int AS subscribers FROM stream_subscriptions WHERE mesh_id = $1
+        GROUP BY stream ORDER BY stream`,
+      [meshId],
+    );
+    return result.rows;
+  }
+
+  /** A session arriving here (perhaps from another node) brings the subscriptions it made anywhere. */
+  async sessionStarted(meshId: string, sessionId: string): Promise<void> {
+    const result = await this.pool.query<{ stream: string }>(
+      'SELECT stream FROM stream_subscriptions WHERE mesh_id = $1 AND session_id = $2',
+      [meshId, sessionId],
+    );
+    for (const { stream } of result.rows) this.local.add(meshId, stream, sessionId);
+  }
+
+  async sessionEnded(meshId: string, sessionId: string): Promise<void> {
+    await this.pool.query('DELETE FROM stream_subscriptions WHERE mesh_id = $1 AND session_id = $2', [
+      meshId,
+      sessionId,
+    ]);
+    await this.local.sessionEnded(meshId, sessionId);
+  }
+
+  /** Flip to shared: what this node's sessions subscribed to while local is written through first. */
+  async adoptLocal(): Promise<void> {
+    for (const { meshId, stream, sessionId } of this.local.all()) {
+      await this.pool.query(
+        'INSERT INTO stream_subscriptions (mesh_id, stream, session_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING',
+        [meshId, stream, sessionId],
+      );
+    }
+  }
+
+  async close(): Promise<void> {}
+}
