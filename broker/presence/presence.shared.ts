@@ -1,6 +1,6 @@
 import type { Bus } from '../bus/bus.js';
 import type { SessionIdentity } from '../connections/connection.js';
-import type { Pool } from '../db/pool.js';
+import { inTransaction, type Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
 import type { Presence, PresenceEntry, PresenceEvents, PresenceFrame } from './presence.js';
 
@@ -76,17 +76,23 @@ export class SharedPresence implements Presence {
     const { pool, nodeId } = this.options;
     clearTimeout(this.graceTimers.get(identity.sessionId));
     this.graceTimers.delete(identity.sessionId);
-    const result = await pool.query<{ previousNode: string | null; previousDisconnected: Date | null }>(
-      `WITH previous AS (SELECT node_id, disconnected_at FROM presence WHERE session_id = $1 FOR UPDATE)
-       INSERT INTO presence (session_id, mesh_id, member_id, node_id, name, groups)
-       VALUES ($1, $2, $3, $4, $5, $6)
-       ON CONFLICT (session_id) DO UPDATE
-         SET node_id = excluded.node_id, name = excluded.name, groups = excluded.groups, disconnected_at = NULL
-       RETURNING (SELECT node_id FROM previous) AS "previousNode",
-                 (SELECT disconnected_at FROM previous) AS "previousDisconnected"`,
-      [identity.sessionId, identity.meshId, identity.memberId, nodeId, identity.name, identity.groups],
-    );
-    const { previousNode, previousDisconnected } = result.rows[0]!;
+    // Read the session's row (if any) and take it over in one transaction: the row lock orders two
+    // nodes admitting the same session at once.
+    const { previousNode, previousDisconnected } = await inTransaction(pool, async (client) => {
+      const previous = await client.query<{ nodeId: string; disconnectedAt: Date | null }>(
+        'SELECT node_id AS "nodeId", disconnected_at AS "disconnectedAt" FROM presence WHERE session_id = $1 FOR UPDATE',
+        [identity.sessionId],
+      );
+      await client.query(
+        `INSERT INTO presence (session_id, mesh_id, member_id, node_id, name, groups)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (session_id) DO UPDATE
+           SET node_id = excluded.node_id, name = excluded.name, groups = excluded.groups, disconnected_at = NULL`,
+        [identity.sessionId, identity.meshId, identity.memberId, nodeId, identity.name, identity.groups],
+      );
+      const row = previous.rows[0];
+      return { previousNode: row?.nodeId ?? null, previousDisconnected: row?.disconnectedAt ?? null };
+    });
     if (previousNode !== null && previousNode !== nodeId && previousDisconnected === null) {
       // Still connected over there: the newer connection wins, on any node.
       await this.options.bus.publishToNode(previousNode, 'presence.kick', { sessionId: identity.sessionId });

@@ -83,7 +83,9 @@ describe('flags over three node processes (file provider)', () => {
       error: null,
     });
     expect(report.flags['ha.audit']).toEqual({ value: false, acting: false, row: 'audit lastHash' });
-    expect(report.flags['ha.schedules']).toMatchObject({ note: 'no shared implementation in this build yet' });
+    expect(report.flags['ha.schedules']).toMatchObject({
+      note: 'no shared implementation in this build yet',
+    });
     const metrics = await (await fetch(`${nodes[0]!.url}/metrics`)).text();
     expect(metrics).toContain('mesh_broker_flag_enabled{flag="ha.audit",node="f1"} 0');
     const row = await db.query(

@@ -1,0 +1,103 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { generateMemberKeys } from '../../client/keys.js';
+import { renderFlagsDocument } from '../../flags/document.js';
+import { defaultFlagValues, type FlagKey } from '../../flags/registry.js';
+import { ADMIN_TOKEN } from './broker.js';
+import { type NodeProcess, spawnBrokerProcess } from './cli.js';
+import type { TestMesh } from './mesh.js';
+import { waitFor } from './wait.js';
+
+/** Timings that make cluster behaviour observable in seconds, not minutes. */
+export const FAST_CLUSTER = {
+  HEARTBEAT_MS: '500',
+  PRESENCE_GRACE_MS: '1000',
+  NODE_DEAD_MS: '1500',
+  SWEEP_MS: '300',
+  SWEEP_MIN_AGE_MS: '200',
+  FLAGS_POLL_MS: '500',
+};
+
+/**
+ * Broker processes sharing one database and one Redis prefix (one cluster), each in a flags environment
+ * whose file the test controls. Nodes of different environments in one cluster make a mixed cluster.
+ */
+export class TestCluster {
+  readonly nodes = new Map<string, NodeProcess>();
+  readonly flagsDir = mkdtempSync(join(tmpdir(), 'wb-cluster-flags-'));
+  readonly prefix = `wbtest:${randomBytes(4).toString('hex')}:`;
+
+  constructor(
+    readonly databaseUrl: string,
+    private readonly env: Record<string, string> = {},
+  ) {}
+
+  setFlags(environment: string, on: FlagKey[]): void {
+    const values = defaultFlagValues();
+    for (const key of on) values[key] = true;
+    writeFileSync(join(this.flagsDir, `${environment}.json`), renderFlagsDocument(values));
+  }
+
+  async start(nodeId: string, environment: string, env: Record<string, string> = {}): Promise<NodeProcess> {
+    const node = await spawnBrokerProcess(this.databaseUrl, {
+      ...FAST_CLUSTER,
+      ...this.env,
+      NODE_ID: nodeId,
+      FLAGS_DIR: this.flagsDir,
+      FLAGS_ENV: environment,
+      REDIS_KEY_PREFIX: this.prefix,
+      ...env,
+    });
+    this.nodes.set(nodeId, node);
+    return node;
+  }
+
+  node(id: string): NodeProcess {
+    const node = this.nodes.get(id);
+    if (!node) throw new Error(`no node ${id}`);
+    return node;
+  }
+
+  /** Waits until the node acts on exactly these flags (shared implementation in use). */
+  async waitActing(nodeId: string, expected: Partial<Record<FlagKey, boolean>>): Promise<void> {
+    await waitFor(
+      async () => {
+        const report = (await (await fetch(`${this.node(nodeId).url}/flags`)).json()) as {
+          flags: Record<string, { acting: boolean }>;
+        };
+        return Object.entries(expected).every(([flag, on]) => report.flags[flag]?.acting === on);
+      },
+      { timeoutMs: 10_000, what: `${nodeId} acting on ${JSON.stringify(expected)}` },
+    );
+  }
+
+  async createMesh(count: number, via = [...this.nodes.values()][0]!): Promise<TestMesh> {
+    const call = async (path: string, body: unknown) => {
+      const response = await fetch(`${via.url}${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      if (!response.ok) throw new Error(`${path}: ${response.status} ${await response.text()}`);
+      return (await response.json()) as Record<string, string>;
+    };
+    const { meshId } = await call('/admin/meshes', { name: `cluster-${randomBytes(4).toString('hex')}` });
+    const members = Array.from({ length: count }, () => generateMemberKeys());
+    for (const member of members) await call(`/admin/meshes/${meshId}/members`, { pubkey: member.pubkey });
+    return { meshId: meshId!, members };
+  }
+
+  kill(nodeId: string, signal: NodeJS.Signals = 'SIGKILL'): Promise<number | string | null> {
+    const node = this.node(nodeId);
+    node.process.kill(signal);
+    return node.exited;
+  }
+
+  async stop(): Promise<void> {
+    for (const node of this.nodes.values()) if (node.process.exitCode === null) node.process.kill('SIGKILL');
+    await Promise.all([...this.nodes.values()].map((n) => n.exited));
+    rmSync(this.flagsDir, { recursive: true, force: true });
+  }
+}
