@@ -29,6 +29,7 @@ import { SharedRateLimits } from './limits/rate-limits.shared.js';
 import type { Logger } from './log.js';
 import type { McpRegistry } from './mcp/mcp.js';
 import { LocalMcpRegistry } from './mcp/mcp.local.js';
+import { SharedMcpRegistry } from './mcp/mcp.shared.js';
 import type { BrokerMetrics } from './metrics.js';
 import type { Presence, PresenceEvents } from './presence/presence.js';
 import { LocalPresence } from './presence/presence.local.js';
@@ -225,11 +226,16 @@ export function createModules(context: ModuleContext): NodeModules {
     }),
     undefined,
   );
-  const mcp = new Switch<McpRegistry>(
-    'ha.mcp',
-    new LocalMcpRegistry(sinks.toSession, config.mcpCallTimeoutMs),
-    undefined,
-  );
+  const mcpSink = {
+    send: sinks.toSession,
+    reaches: (sessionId: string) => connections.session(sessionId) !== undefined,
+  };
+  const localMcp = new LocalMcpRegistry(mcpSink, config.mcpCallTimeoutMs);
+  const sharedMcp = new SharedMcpRegistry(pool, bus, config.nodeId, mcpSink, config.mcpCallTimeoutMs, log);
+  // Servers move with the flip; calls in flight at that moment are not (see docs/mcp.md).
+  const mcp = new Switch<McpRegistry>('ha.mcp', localMcp, sharedMcp, async (_from, _to, target) => {
+    if (target === 'shared') await sharedMcp.adopt(localMcp.entries());
+  });
   const scheduler = new Switch<Scheduler>(
     'ha.schedules',
     new LocalScheduler(

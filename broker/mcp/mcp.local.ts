@@ -86,7 +86,7 @@ export class LocalMcpRegistry implements McpRegistry {
       server: call.server,
       timer,
     });
-    this.sink(entry.hostSession, {
+    this.sink.send(entry.hostSession, {
       type: 'mcp.invoke',
       callId: invokeId,
       server: call.server,
@@ -126,6 +126,13 @@ export class LocalMcpRegistry implements McpRegistry {
     if (mesh?.size === 0) this.servers.delete(meshId);
   }
 
+  /** Every server this node knows, for the shared registry to take over on a flip. */
+  entries(): Array<{ meshId: string; entry: McpServerEntry }> {
+    return [...this.servers].flatMap(([meshId, servers]) =>
+      [...servers.values()].map((entry) => ({ meshId, entry })),
+    );
+  }
+
   async close(): Promise<void> {
     for (const call of this.pending.values()) clearTimeout(call.timer);
     this.pending.clear();
@@ -140,7 +147,7 @@ export class LocalMcpRegistry implements McpRegistry {
     if (!call) return;
     this.pending.delete(invokeId);
     clearTimeout(call.timer);
-    this.sink(call.callerSession, {
+    this.sink.send(call.callerSession, {
       type: 'mcp.call_result',
       callId: call.callerCallId,
       ...outcome,

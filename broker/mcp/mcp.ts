@@ -41,8 +41,12 @@ export interface McpResult {
   error?: string;
 }
 
-/** Sends a frame to one session, wherever the implementation can reach it. */
-export type McpSink = (sessionId: string, frame: object) => void;
+/** This node's sockets, as the MCP registry reaches them. */
+export interface McpSink {
+  send(sessionId: string, frame: object): void;
+  /** Whether the session has a socket on this node. */
+  reaches(sessionId: string): boolean;
+}
 
 export interface McpRegistry {
   register(host: SessionIdentity, server: string, description: string, tools: McpTool[]): Promise<void>;

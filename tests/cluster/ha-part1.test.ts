@@ -9,7 +9,14 @@ import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { RawSocket } from '../helpers/raw.js';
 import { waitFor } from '../helpers/wait.js';
 
-const PART1: FlagKey[] = ['ha.presence', 'ha.delivery', 'ha.connection-cap', 'ha.rate-limits', 'ha.streams'];
+const PART1: FlagKey[] = [
+  'ha.presence',
+  'ha.delivery',
+  'ha.connection-cap',
+  'ha.rate-limits',
+  'ha.streams',
+  'ha.mcp',
+];
 const ALL_ON = Object.fromEntries(PART1.map((f) => [f, true]));
 const ALL_OFF = Object.fromEntries(PART1.map((f) => [f, false]));
 
@@ -22,6 +29,7 @@ beforeAll(async () => {
     MESH_CONNECTION_CAP: '4',
     SEND_BURST: '1000',
     SEND_RATE_PER_MIN: '100000',
+    MCP_CALL_TIMEOUT_MS: '1500',
   });
   cluster.setFlags('ha', []);
   await Promise.all([cluster.start('n1', 'ha'), cluster.start('n2', 'ha')]);
@@ -72,6 +80,20 @@ describe('HA part 1 with the flags off: the single-node gaps are real', () => {
     expect(data).toEqual(['local']);
     expect((await b.request({ type: 'stream.list' })).streams).toEqual([]);
     expect((await a.peers()).map((p) => p.node).sort()).toEqual(['n1', 'n1']);
+  });
+});
+
+const tools = [{ name: 'add', description: 'adds', inputSchema: {} }];
+
+describe('HA part 1 with the flags off: MCP', () => {
+  it('a call on one node for a server hosted on another finds no server', async () => {
+    const mesh = await cluster.createMesh(2);
+    const host = await connectPeer(ws('n1'), mesh, mesh.members[0]!);
+    const caller = await connectPeer(ws('n2'), mesh, mesh.members[1]!);
+    await host.request({ type: 'mcp.register', server: 'calc', tools });
+    await expect(
+      caller.request({ type: 'mcp.call', callId: 'c', server: 'calc', tool: 'add' }),
+    ).rejects.toThrow('not_found');
   });
 });
 
@@ -153,6 +175,52 @@ describe('HA part 1 with the flags on: the gaps are closed', () => {
     thief.send(helloFrame(mesh, mesh.members[1]!, { sessionId: hello.sessionId }));
     expect(await thief.closed).toEqual({ code: 4401, reason: 'session belongs to another member' });
     first.close();
+  });
+
+  it('routes MCP calls and results between the caller node and the host node', async () => {
+    const mesh = await cluster.createMesh(3);
+    const host = await connectPeer(ws('n1'), mesh, mesh.members[0]!);
+    const caller = await connectPeer(ws('n2'), mesh, mesh.members[1]!);
+    const other = await connectPeer(ws('n2'), mesh, mesh.members[2]!);
+    await host.request({ type: 'mcp.register', server: 'calc', description: 'maths', tools });
+    expect((await caller.request({ type: 'mcp.list' })).servers).toEqual([
+      { server: 'calc', description: 'maths', host: mesh.members[0]!.pubkey, tools, online: true },
+    ]);
+    host.on('frame', (f) => {
+      if (f.type === 'mcp.invoke' && (f.args as { a?: number }).a !== undefined) {
+        host.write({ type: 'mcp.result', callId: String(f.callId), result: (f.args as { a: number }).a + 1 });
+      }
+    });
+    expect(
+      await caller.request({ type: 'mcp.call', callId: 'c1', server: 'calc', tool: 'add', args: { a: 41 } }),
+    ).toMatchObject({
+      type: 'mcp.call_result',
+      callId: 'c1',
+      result: 42,
+    });
+    // Unanswered: the caller's node times out.
+    const invoked = host.next('frame', (f) => f.type === 'mcp.invoke');
+    expect(
+      await caller.request({ type: 'mcp.call', callId: 'c2', server: 'calc', tool: 'add', args: {} }),
+    ).toMatchObject({
+      callId: 'c2',
+      error: 'timeout',
+    });
+    // Only the host may answer, from any node.
+    const { callId } = await invoked;
+    await expect(other.request({ type: 'mcp.result', callId, result: 'forged' })).rejects.toThrow(
+      /not_found|forbidden/,
+    );
+    // The host leaves mid-call: the caller on the other node hears at once.
+    const pending = caller.request({ type: 'mcp.call', callId: 'c3', server: 'calc', tool: 'add', args: {} });
+    await host.next('frame', (f) => f.type === 'mcp.invoke' && (f.args as { a?: number }).a === undefined);
+    const closedAt = Date.now();
+    host.close();
+    expect((await pending).error).toMatch(/^host_left/);
+    expect(Date.now() - closedAt).toBeLessThan(1000);
+    expect((await caller.request({ type: 'mcp.list' })).servers).toMatchObject([
+      { server: 'calc', online: false },
+    ]);
   });
 
   it('enforces the mesh cap over the cluster (4 sessions, spread over both nodes)', async () => {

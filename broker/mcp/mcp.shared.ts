@@ -1,0 +1,253 @@
+import { randomUUID } from 'node:crypto';
+import type { Bus } from '../bus/bus.js';
+import type { SessionIdentity } from '../connections/connection.js';
+import type { Pool } from '../db/pool.js';
+import type { Logger } from '../log.js';
+import { ProtocolError } from '../protocol/errors.js';
+import type { McpCall, McpRegistry, McpResult, McpServerEntry, McpSink, McpTool } from './mcp.js';
+
+/** A call waiting on this (the caller's) node for its result. */
+interface WaitingCall {
+  callerSession: string;
+  callerCallId: string;
+  rid: string | undefined;
+  timer: NodeJS.Timeout;
+}
+
+/** A call this (the host's) node handed to its host session, and where the answer goes. */
+interface RoutedCall {
+  callerNode: string;
+  hostSession: string;
+  server: string;
+}
+
+interface ServerRow {
+  server: string;
+  description: string;
+  tools: McpTool[];
+  host: string;
+  hostSession: string;
+  hostNode: string;
+  online: boolean;
+}
+
+const COLUMNS = `server, description, tools, host_pubkey AS host, host_session AS "hostSession",
+  host_node AS "hostNode", online`;
+
+/**
+ * MCP across nodes (flag `ha.mcp`). The registry is rows in Postgres (with the node that holds the host's
+ * socket); a call is routed over the bus to the host's node, which hands `mcp.invoke` to the host session
+ * and sends the host's answer back to the caller's node. The caller's node owns the timeout; the host's
+ * node fails the calls it routed when the host's socket closes (`host_left`). A call whose host node dies
+ * meanwhile ends in `timeout`, and the dead node's servers go with its sessions (presence reaper).
+ */
+export class SharedMcpRegistry implements McpRegistry {
+  private readonly waiting = new Map<string, WaitingCall>();
+  private readonly routed = new Map<string, RoutedCall>();
+
+  constructor(
+    private readonly pool: Pool,
+    private readonly bus: Bus,
+    private readonly nodeId: string,
+    private readonly sink: McpSink,
+    private readonly callTimeoutMs: number,
+    private readonly log: Logger,
+  ) {
+    bus.on('mcp.invoke', (_node, payload) => this.invokeHere(payload));
+    bus.on('mcp.result', (_node, payload) =>
+      this.finish(String(payload.invokeId), payload.outcome as Outcome),
+    );
+  }
+
+  async register(
+    host: SessionIdentity,
+    server: string,
+    description: string,
+    tools: McpTool[],
+  ): Promise<void> {
+    const result = await this.pool.query(
+      `INSERT INTO mcp_servers (mesh_id, server, description, tools, host_pubkey, host_session, host_node, online)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, true)
+       ON CONFLICT (mesh_id, server) DO UPDATE
+         SET description = excluded.description, tools = excluded.tools, host_node = excluded.host_node, online = true
+         WHERE mcp_servers.host_session = excluded.host_session
+       RETURNING 1`,
+      [host.meshId, server, description, JSON.stringify(tools), host.pubkey, host.sessionId, this.nodeId],
+    );
+    if (result.rowCount === 0)
+      throw new ProtocolError('conflict', `server "${server}" is already hosted by another session`);
+  }
+
+  async unregister(host: SessionIdentity, server: string): Promise<void> {
+    const entry = await this.find(host.meshId, server);
+    if (!entry) throw new ProtocolError('not_found', `no server "${server}" in this mesh`);
+    if (entry.hostSession !== host.sessionId)
+      throw new ProtocolError('forbidden', 'only the host may unregister a server');
+    await this.pool.query(
+      'DELETE FROM mcp_servers WHERE mesh_id = $1 AND server = $2 AND host_session = $3',
+      [host.meshId, server, host.sessionId],
+    );
+    this.failRouted(
+      (call) => call.hostSession === host.sessionId && call.server === server,
+      'host_left: server unregistered',
+    );
+  }
+
+  async list(meshId: string): Promise<McpServerEntry[]> {
+    const result = await this.pool.query<ServerRow>(
+      `SELECT ${COLUMNS} FROM mcp_servers WHERE mesh_id = $1 ORDER BY server`,
+      [meshId],
+    );
+    return result.rows.map(({ hostNode: _node, ...entry }) => entry);
+  }
+
+  async call(caller: SessionIdentity, call: McpCall): Promise<void> {
+    const entry = await this.find(caller.meshId, call.server);
+    if (!entry) throw new ProtocolError('not_found', `no server "${call.server}" in this mesh`);
+    if (!entry.tools.some((tool) => tool.name === call.tool)) {
+      throw new ProtocolError('not_found', `server "${call.server}" has no tool "${call.tool}"`);
+    }
+    if (!entry.online) throw new ProtocolError('unavailable', `the host of "${call.server}" is offline`);
+    const invokeId = randomUUID();
+    const timer = setTimeout(() => this.finish(invokeId, { error: 'timeout' }), this.callTimeoutMs);
+    timer.unref();
+    this.waiting.set(invokeId, {
+      callerSession: caller.sessionId,
+      callerCallId: call.callId,
+      rid: call.rid,
+      timer,
+    });
+    const invoke = {
+      invokeId,
+      callerNode: this.nodeId,
+      hostSession: entry.hostSession,
+      server: call.server,
+      frame: {
+        type: 'mcp.invoke',
+        callId: invokeId,
+        server: call.server,
+        tool: call.tool,
+        args: call.args,
+        caller: caller.pubkey,
+      },
+    };
+    if (entry.hostNode === this.nodeId) this.invokeHere(invoke);
+    else if (!(await this.bus.publishToNode(entry.hostNode, 'mcp.invoke', invoke))) {
+      this.finish(invokeId, { error: 'unavailable: the host node cannot be reached' });
+    }
+  }
+
+  async result(host: SessionIdentity, result: McpResult): Promise<void> {
+    const call = this.routed.get(result.callId);
+    if (!call) throw new ProtocolError('not_found', `no pending call ${result.callId}`);
+    if (call.hostSession !== host.sessionId)
+      throw new ProtocolError('forbidden', 'only the host may answer its calls');
+    this.routed.delete(result.callId);
+    await this.answer(
+      result.callId,
+      call.callerNode,
+      result.error === undefined ? { result: result.result } : { error: result.error },
+    );
+  }
+
+  async hostDisconnected(session: SessionIdentity): Promise<void> {
+    await this.pool.query(
+      'UPDATE mcp_servers SET online = false WHERE host_session = $1 AND host_node = $2',
+      [session.sessionId, this.nodeId],
+    );
+    this.failRouted((call) => call.hostSession === session.sessionId, 'host_left: the host disconnected');
+  }
+
+  async hostReconnected(session: SessionIdentity): Promise<void> {
+    await this.pool.query('UPDATE mcp_servers SET online = true, host_node = $2 WHERE host_session = $1', [
+      session.sessionId,
+      this.nodeId,
+    ]);
+  }
+
+  async sessionEnded(_meshId: string, sessionId: string): Promise<void> {
+    await this.pool.query('DELETE FROM mcp_servers WHERE host_session = $1', [sessionId]);
+  }
+
+  /** Flip to shared: servers registered while local are written through (hosted on this node). */
+  async adopt(entries: Array<{ meshId: string; entry: McpServerEntry }>): Promise<void> {
+    for (const { meshId, entry } of entries) {
+      await this.pool.query(
+        `INSERT INTO mcp_servers (mesh_id, server, description, tools, host_pubkey, host_session, host_node, online)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (mesh_id, server) DO NOTHING`,
+        [
+          meshId,
+          entry.server,
+          entry.description,
+          JSON.stringify(entry.tools),
+          entry.host,
+          entry.hostSession,
+          this.nodeId,
+          entry.online,
+        ],
+      );
+    }
+  }
+
+  async close(): Promise<void> {
+    for (const call of this.waiting.values()) clearTimeout(call.timer);
+    this.waiting.clear();
+    this.failRouted(() => true, 'host_left: the host node is shutting down');
+  }
+
+  private async find(meshId: string, server: string): Promise<ServerRow | undefined> {
+    const result = await this.pool.query<ServerRow>(
+      `SELECT ${COLUMNS} FROM mcp_servers WHERE mesh_id = $1 AND server = $2`,
+      [meshId, server],
+    );
+    return result.rows[0];
+  }
+
+  /** On the host's node: hand the invoke to the host session, remembering where the answer goes. */
+  private invokeHere(payload: Record<string, unknown>): void {
+    const invokeId = String(payload.invokeId);
+    const call: RoutedCall = {
+      callerNode: String(payload.callerNode),
+      hostSession: String(payload.hostSession),
+      server: String(payload.server),
+    };
+    this.routed.set(invokeId, call);
+    if (!this.sink.reaches(call.hostSession)) {
+      this.routed.delete(invokeId);
+      void this.answer(invokeId, call.callerNode, { error: 'host_left: the host is not connected' });
+      return;
+    }
+    this.sink.send(call.hostSession, payload.frame as object);
+  }
+
+  private failRouted(match: (call: RoutedCall) => boolean, error: string): void {
+    for (const [invokeId, call] of this.routed) {
+      if (!match(call)) continue;
+      this.routed.delete(invokeId);
+      void this.answer(invokeId, call.callerNode, { error });
+    }
+  }
+
+  private async answer(invokeId: string, callerNode: string, outcome: Outcome): Promise<void> {
+    if (callerNode === this.nodeId) this.finish(invokeId, outcome);
+    else if (!(await this.bus.publishToNode(callerNode, 'mcp.result', { invokeId, outcome }))) {
+      this.log.warn({ invokeId }, 'mcp: could not send a result to the caller node (it will time out)');
+    }
+  }
+
+  /** On the caller's node: the one `mcp.call_result` of a call. */
+  private finish(invokeId: string, outcome: Outcome): void {
+    const call = this.waiting.get(invokeId);
+    if (!call) return;
+    this.waiting.delete(invokeId);
+    clearTimeout(call.timer);
+    this.sink.send(call.callerSession, {
+      type: 'mcp.call_result',
+      callId: call.callerCallId,
+      ...outcome,
+      ...(call.rid === undefined ? {} : { rid: call.rid }),
+    });
+  }
+}
+
+type Outcome = { result?: unknown; error?: string };
