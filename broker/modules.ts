@@ -10,6 +10,7 @@ import { SharedAuditLog } from './audit/audit.shared.js';
 import type { Bus } from './bus/bus.js';
 import type { MeshClocks } from './clock/clock.js';
 import { LocalClocks } from './clock/clock.local.js';
+import { SharedClocks } from './clock/clock.shared.js';
 import type { BrokerConfig } from './config.js';
 import type { ConnectionRegistry } from './connections/registry.js';
 import type { Pool } from './db/pool.js';
@@ -211,21 +212,29 @@ export function createModules(context: ModuleContext): NodeModules {
       if (target === 'shared') await sharedStreams.adoptLocal();
     },
   );
-  const clocks = new Switch<MeshClocks>(
-    'ha.clock',
-    new LocalClocks({
-      pool,
-      nodeId: config.nodeId,
-      tickMs: config.clockTickMs,
-      log,
-      hasSessions: (meshId) => connections.meshSize(meshId) > 0,
-      sink: (meshId, frame) => {
-        metrics.clockTicks.inc();
-        sinks.toMesh(meshId, frame);
-      },
-    }),
-    undefined,
+  const clockOptions = {
+    pool,
+    nodeId: config.nodeId,
+    tickMs: config.clockTickMs,
+    log,
+    hasSessions: (meshId: string) => connections.meshSize(meshId) > 0,
+  };
+  const toSessions = (meshId: string, frame: object) => {
+    metrics.clockTicks.inc();
+    sinks.toMesh(meshId, frame);
+  };
+  const localClocks = new LocalClocks({ ...clockOptions, sink: toSessions });
+  const sharedClocks = new SharedClocks(
+    new LocalClocks({ ...clockOptions, sink: SharedClocks.sink(bus, toSessions) }),
+    bus,
+    (meshId, frame) => sinks.toMesh(meshId, frame),
   );
+  // The clocks running on this node stop in one implementation and continue (from their rows) in the other.
+  const clocks = new Switch<MeshClocks>('ha.clock', localClocks, sharedClocks, async (from, to) => {
+    const running = (from as LocalClocks | SharedClocks).running();
+    await from.close();
+    for (const meshId of running) await to.meshActive(meshId);
+  });
   const mcpSink = {
     send: sinks.toSession,
     reaches: (sessionId: string) => connections.session(sessionId) !== undefined,

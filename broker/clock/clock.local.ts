@@ -96,8 +96,15 @@ export class LocalClocks implements MeshClocks {
     });
   }
 
+  /** Meshes whose clock runs on this node now (for a hand-over to another implementation). */
+  running(): string[] {
+    return [...this.clocks].filter(([, clock]) => clock.timer).map(([meshId]) => meshId);
+  }
+
+  /** Stops every clock here and forgets them: whoever runs them next starts from their rows. */
   async close(): Promise<void> {
     for (const clock of this.clocks.values()) this.stop(clock);
+    this.clocks.clear();
   }
 
   /** One operation at a time per mesh: a tick, a set and a pause never interleave. */

@@ -16,6 +16,7 @@ const PART1: FlagKey[] = [
   'ha.rate-limits',
   'ha.streams',
   'ha.mcp',
+  'ha.clock',
 ];
 const ALL_ON = Object.fromEntries(PART1.map((f) => [f, true]));
 const ALL_OFF = Object.fromEntries(PART1.map((f) => [f, false]));
@@ -30,6 +31,7 @@ beforeAll(async () => {
     SEND_BURST: '1000',
     SEND_RATE_PER_MIN: '100000',
     MCP_CALL_TIMEOUT_MS: '1500',
+    CLOCK_TICK_MS: '100',
   });
   cluster.setFlags('ha', []);
   await Promise.all([cluster.start('n1', 'ha'), cluster.start('n2', 'ha')]);
@@ -85,7 +87,19 @@ describe('HA part 1 with the flags off: the single-node gaps are real', () => {
 
 const tools = [{ name: 'add', description: 'adds', inputSchema: {} }];
 
-describe('HA part 1 with the flags off: MCP', () => {
+describe('HA part 1 with the flags off: MCP and clock ticks', () => {
+  it('clock ticks reach only the sessions of the node running the clock', async () => {
+    const mesh = await cluster.createMesh(2);
+    const a = await connectPeer(ws('n1'), mesh, mesh.members[0]!);
+    const b = await connectPeer(ws('n2'), mesh, mesh.members[1]!);
+    const atB: unknown[] = [];
+    b.on('frame', (f) => f.type === 'clock.tick' && atB.push(f.tick));
+    await a.request({ type: 'clock.set', speed: 10 });
+    await a.next('frame', (f) => f.type === 'clock.tick' && f.tick === 3);
+    expect(atB).toEqual([]);
+    await a.request({ type: 'clock.pause' });
+  });
+
   it('a call on one node for a server hosted on another finds no server', async () => {
     const mesh = await cluster.createMesh(2);
     const host = await connectPeer(ws('n1'), mesh, mesh.members[0]!);
@@ -221,6 +235,19 @@ describe('HA part 1 with the flags on: the gaps are closed', () => {
     expect((await caller.request({ type: 'mcp.list' })).servers).toMatchObject([
       { server: 'calc', online: false },
     ]);
+  });
+
+  it('sends clock ticks to the sessions of the mesh on every node', async () => {
+    const mesh = await cluster.createMesh(2);
+    const a = await connectPeer(ws('n1'), mesh, mesh.members[0]!);
+    const b = await connectPeer(ws('n2'), mesh, mesh.members[1]!);
+    const ticks: Record<string, number[]> = { a: [], b: [] };
+    a.on('frame', (f) => f.type === 'clock.tick' && ticks.a!.push(Number(f.tick)));
+    b.on('frame', (f) => f.type === 'clock.tick' && ticks.b!.push(Number(f.tick)));
+    await a.request({ type: 'clock.set', speed: 10 });
+    await waitFor(() => ticks.a!.length >= 3 && ticks.b!.length >= 3);
+    expect(ticks.b!.slice(0, 3)).toEqual(ticks.a!.slice(0, 3));
+    await a.request({ type: 'clock.pause' });
   });
 
   it('enforces the mesh cap over the cluster (4 sessions, spread over both nodes)', async () => {
