@@ -1,8 +1,10 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { FlagKey } from '../../flags/registry.js';
 import { TestCluster } from '../helpers/cluster.js';
+import { helloFrame } from '../helpers/hello.js';
 import { closeAllClients, connectPeer } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { RawSocket } from '../helpers/raw.js';
 import { ThrowawayRedis } from '../helpers/redis-server.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -16,6 +18,7 @@ beforeAll(async () => {
   [db, redis] = await Promise.all([createTestDatabase('ha_failures'), ThrowawayRedis.start()]);
   cluster = new TestCluster(db.url, {
     REDIS_URL: redis.url,
+    MESH_CONNECTION_CAP: '3',
     SEND_BURST: '1000',
     SEND_RATE_PER_MIN: '100000',
   });
@@ -73,6 +76,56 @@ describe('HA part 1 under failures', () => {
     // And back on the fast path.
     await a.send(mesh.members[1]!.pubkey, 'after');
     await waitFor(() => arrivals.has('after'));
+  });
+
+  it('counts the cap per node while Redis is down, says so, and counts globally again after', async () => {
+    const mesh = await cluster.createMesh(8);
+    await redis.stop();
+    await waitFor(
+      async () =>
+        ((await (await fetch(`${cluster.node('n1').url}/health`)).json()) as { redis: string }).redis ===
+        'down',
+    );
+    const admitted = async (node: string, members: number[]) => {
+      let count = 0;
+      for (const i of members) {
+        const socket = await RawSocket.open(ws(node));
+        socket.send(helloFrame(mesh, mesh.members[i]!));
+        const first = await Promise.race([
+          socket.next((f) => f.type === 'welcome').then(() => 'welcome'),
+          socket.closed,
+        ]);
+        if (first === 'welcome') count++;
+      }
+      return count;
+    };
+    expect(await admitted('n1', [0, 1, 2, 3])).toBe(3);
+    expect(await admitted('n2', [4, 5, 6, 7])).toBe(3); // per node: 6 in the mesh meanwhile
+    const metrics = await (await fetch(`${cluster.node('n2').url}/metrics`)).text();
+    expect(metrics).toMatch(/mesh_broker_redis_fallback_total\{row="connection-cap",node="n2"\} [1-9]/);
+    await redis.restart();
+    await waitFor(
+      async () =>
+        ((await (await fetch(`${cluster.node('n1').url}/health`)).json()) as { redis: string }).redis ===
+        'up',
+      {
+        timeoutMs: 10_000,
+      },
+    );
+    // The nodes write their parts back: the mesh is over its cap, so a new session is refused anywhere.
+    await waitFor(
+      async () => {
+        const socket = await RawSocket.open(ws('n3'));
+        socket.send(helloFrame(mesh, mesh.members[7]!));
+        const outcome = await Promise.race([
+          socket.next((f) => f.type === 'welcome').then(() => 0),
+          socket.closed.then((c) => c.code),
+        ]);
+        socket.close();
+        return outcome === 4408;
+      },
+      { timeoutMs: 5000, what: 'global count restored' },
+    );
   });
 
   it("reaps a killed node's sessions: survivors announce peer.left once, within the stated bound", async () => {

@@ -1,9 +1,12 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { MeshClient } from '../../client/client.js';
 import type { Frame } from '../../client/frames.js';
 import type { FlagKey } from '../../flags/registry.js';
 import { TestCluster } from '../helpers/cluster.js';
+import { helloFrame } from '../helpers/hello.js';
 import { closeAllClients, connectPeer } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { RawSocket } from '../helpers/raw.js';
 import { waitFor } from '../helpers/wait.js';
 
 /**
@@ -25,11 +28,7 @@ let cluster: TestCluster;
 
 beforeAll(async () => {
   db = await createTestDatabase('ha_mixed');
-  cluster = new TestCluster(db.url, {
-    CLOCK_TICK_MS: '100',
-    SEND_BURST: '1000',
-    SEND_RATE_PER_MIN: '100000',
-  });
+  cluster = new TestCluster(db.url, { CLOCK_TICK_MS: '100', MESH_CONNECTION_CAP: '2' });
   cluster.setFlags('on', PART1);
   cluster.setFlags('off', []);
   await Promise.all([cluster.start('shared', 'on'), cluster.start('legacy', 'off')]);
@@ -107,5 +106,24 @@ describe('a mixed cluster (one node shared, one local)', () => {
     await b.send(mesh.members[0]!.pubkey, 'to shared');
     expect((await atB).body).toBe('to legacy');
     expect((await atA).body).toBe('to shared');
+  });
+
+  it('cap and rate limits: a local node counts only its own, on top of the shared count', async () => {
+    const mesh = await cluster.createMesh(3);
+    await connectPeer(ws('shared'), mesh, mesh.members[0]!);
+    const onShared = await connectPeer(ws('shared'), mesh, mesh.members[1]!);
+    const over = await RawSocket.open(ws('shared'));
+    over.send(helloFrame(mesh, mesh.members[2]!));
+    expect((await over.closed).code).toBe(4408);
+    // The local node does not see the shared count: it admits up to its own cap.
+    await connectPeer(ws('legacy'), mesh, mesh.members[2]!);
+    const onLegacy = await connectPeer(ws('legacy'), mesh, mesh.members[1]!);
+    // The member's quota (burst 10) is taken once on the shared node, and again on the local one.
+    const sendMany = async (peer: MeshClient) => {
+      const results = await Promise.allSettled(Array.from({ length: 12 }, () => peer.send('*', 'x')));
+      return results.filter((r) => r.status === 'fulfilled').length;
+    };
+    expect(await sendMany(onShared)).toBe(10);
+    expect(await sendMany(onLegacy)).toBe(10);
   });
 });
