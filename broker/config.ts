@@ -61,6 +61,8 @@ export interface BrokerConfig {
   sweepMinAgeMs: number;
   /** A node whose heartbeat is older than this is dead (its sessions are reaped, its parts expire). */
   nodeDeadMs: number;
+  /** Shared schedules: how often every node looks for due occurrences. */
+  schedulePollMs: number;
 }
 
 export class ConfigError extends Error {
@@ -183,5 +185,6 @@ export function loadConfig(env: Env = process.env): BrokerConfig {
     sweepMs: int(env, 'SWEEP_MS', 1000, 50, 600_000),
     sweepMinAgeMs: int(env, 'SWEEP_MIN_AGE_MS', 500, 0, 600_000),
     nodeDeadMs: int(env, 'NODE_DEAD_MS', 0, 0, 3_600_000) || 3 * heartbeatMs,
+    schedulePollMs: int(env, 'SCHEDULE_POLL_MS', 500, 20, 60_000),
   };
 }

@@ -38,6 +38,7 @@ import { SharedPresence } from './presence/presence.shared.js';
 import { fireOccurrence } from './schedules/fire.js';
 import type { Scheduler } from './schedules/scheduler.js';
 import { LocalScheduler } from './schedules/scheduler.local.js';
+import { SharedScheduler } from './schedules/scheduler.shared.js';
 import type { ScheduleStore } from './schedules/store.js';
 import type { StreamSink, Streams } from './streams/streams.js';
 import { LocalStreams } from './streams/streams.local.js';
@@ -245,20 +246,35 @@ export function createModules(context: ModuleContext): NodeModules {
   const mcp = new Switch<McpRegistry>('ha.mcp', localMcp, sharedMcp, async (_from, _to, target) => {
     if (target === 'shared') await sharedMcp.adopt(localMcp.entries());
   });
+  const fireOptions = {
+    messages: context.messages,
+    delivery: delivery.view,
+    audit: audit.view,
+    metrics,
+    log,
+  };
+  const localScheduler = new LocalScheduler(context.schedules, fireOccurrence(fireOptions), log);
+  const sharedScheduler = new SharedScheduler({
+    ...fireOptions,
+    pool,
+    store: context.schedules,
+    nodeId: config.nodeId,
+    pollMs: config.schedulePollMs,
+  });
+  // Never both: the old scheduler stops before the new one arms or polls.
   const scheduler = new Switch<Scheduler>(
     'ha.schedules',
-    new LocalScheduler(
-      context.schedules,
-      fireOccurrence({
-        messages: context.messages,
-        delivery: delivery.view,
-        audit: audit.view,
-        metrics,
-        log,
-      }),
-      log,
-    ),
-    undefined,
+    localScheduler,
+    sharedScheduler,
+    async (_from, _to, target) => {
+      if (target === 'shared') {
+        await localScheduler.close();
+        sharedScheduler.activate();
+      } else {
+        await sharedScheduler.deactivate();
+        await localScheduler.start();
+      }
+    },
   );
   const watches = new Switch<WatchRunner>(
     'ha.watches',

@@ -291,3 +291,21 @@ export const mcpServers = pgTable(
     index('mcp_servers_session_idx').on(t.hostSession),
   ],
 );
+
+/**
+ * One row per fired occurrence of a schedule. The primary key is the exactly-once guarantee of the shared
+ * scheduler: the occurrence, its message and the schedule's progress commit together or not at all.
+ */
+export const scheduleOccurrences = pgTable(
+  'schedule_occurrences',
+  {
+    scheduleId: uuid('schedule_id')
+      .notNull()
+      .references(() => schedules.id, { onDelete: 'cascade' }),
+    occurrence: integer('occurrence').notNull(),
+    nodeId: text('node_id').notNull(),
+    messageId: bigint('message_id', { mode: 'number' }),
+    firedAt: timestamp('fired_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ name: 'schedule_occurrences_pk', columns: [t.scheduleId, t.occurrence] })],
+);

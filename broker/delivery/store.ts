@@ -5,7 +5,7 @@
  */
 
 import type { DurableFrame } from '../connections/connection.js';
-import type { Pool } from '../db/pool.js';
+import type { Pool, PoolClient } from '../db/pool.js';
 import { ProtocolError } from '../protocol/errors.js';
 
 /** Who a stored message is from: a member's session (a peer's send, or its schedule or watch). */
@@ -81,19 +81,24 @@ export class MessageStore {
    * Stores a message and one delivery row per recipient member, in one statement. A retried `id` of the
    * same sender returns the original message as a duplicate.
    */
-  async accept(sender: Sender, message: NewMessage): Promise<AcceptedMessage> {
+  /** `db` lets a caller store the message inside its own transaction (a schedule's occurrence). */
+  async accept(
+    sender: Sender,
+    message: NewMessage,
+    db: Pool | PoolClient = this.pool,
+  ): Promise<AcceptedMessage> {
     const { id, to, body } = message;
     if (to !== '*' && !to.startsWith('@')) {
       if (to === sender.pubkey && !message.allowSelf) {
         throw new ProtocolError('bad_request', 'cannot send a message to yourself');
       }
-      const found = await this.pool.query(
+      const found = await db.query(
         'SELECT 1 FROM members WHERE mesh_id = $1 AND pubkey = $2 AND revoked_at IS NULL',
         [sender.meshId, to],
       );
       if (found.rowCount === 0) throw new ProtocolError('not_found', `no member ${to} in this mesh`);
     }
-    const result = await this.pool.query<Row & { recipients: number[] | null }>(
+    const result = await db.query<Row & { recipients: number[] | null }>(
       `WITH ins AS (
          INSERT INTO messages (mesh_id, sender_id, sender_session, client_id, target, body, kind, schedule_id, occurrence)
          VALUES ($1, $2, $3, $4, $5, $6, $8, $9, $10)
@@ -129,11 +134,11 @@ export class MessageStore {
     );
     const row = result.rows[0];
     if (row) return { frame: toFrame(row), recipients: row.recipients ?? [], duplicate: false };
-    return this.original(sender, id);
+    return this.original(sender, id, db);
   }
 
-  private async original(sender: Sender, id: string): Promise<AcceptedMessage> {
-    const result = await this.pool.query<Row & { recipients: number[] | null }>(
+  private async original(sender: Sender, id: string, db: Pool | PoolClient): Promise<AcceptedMessage> {
+    const result = await db.query<Row & { recipients: number[] | null }>(
       `SELECT ${ROW},
               (SELECT array_agg(member_id ORDER BY member_id) FROM deliveries WHERE message_id = m.id) AS recipients
          FROM messages m JOIN members s ON s.id = m.sender_id

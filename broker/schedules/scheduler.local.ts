@@ -20,6 +20,7 @@ export class LocalScheduler implements Scheduler {
   ) {}
 
   async start(): Promise<void> {
+    this.closed = false;
     for (const schedule of await this.store.active()) this.arm(schedule);
   }
 

@@ -2,7 +2,7 @@
  * Scheduled messages in Postgres: what every scheduler implementation reads and updates. Creation,
  * cancel and list check who may do what; firing bookkeeping is the scheduler's.
  */
-import type { Pool } from '../db/pool.js';
+import type { Pool, PoolClient } from '../db/pool.js';
 import { ProtocolError } from '../protocol/errors.js';
 
 export interface Schedule {
@@ -66,9 +66,18 @@ export class ScheduleStore {
     return (await this.get(id))!;
   }
 
-  async get(scheduleId: string): Promise<Schedule | undefined> {
-    const result = await this.pool.query<Schedule>(
-      `SELECT ${COLUMNS} FROM schedules s JOIN members m ON m.id = s.member_id WHERE s.id = $1`,
+  /**
+   * A schedule by id. With `lockIfDue` (inside a transaction), only if it is still active and due, and
+   * locked until the transaction ends.
+   */
+  async get(
+    scheduleId: string,
+    db: Pool | PoolClient = this.pool,
+    options: { lockIfDue?: boolean } = {},
+  ): Promise<Schedule | undefined> {
+    const due = options.lockIfDue ? `AND ${ACTIVE} AND s.next_fire_at <= now() FOR UPDATE OF s` : '';
+    const result = await db.query<Schedule>(
+      `SELECT ${COLUMNS} FROM schedules s JOIN members m ON m.id = s.member_id WHERE s.id = $1 ${due}`,
       [scheduleId],
     );
     return result.rows[0];
@@ -111,8 +120,13 @@ export class ScheduleStore {
   }
 
   /** Records that occurrence `occurrence` fired; `next` null finishes the schedule. */
-  async fired(scheduleId: string, occurrence: number, next: Date | null): Promise<void> {
-    await this.pool.query(
+  async fired(
+    scheduleId: string,
+    occurrence: number,
+    next: Date | null,
+    db: Pool | PoolClient = this.pool,
+  ): Promise<void> {
+    await db.query(
       `UPDATE schedules SET occurrences = greatest(occurrences, $2), next_fire_at = $3,
               finished_at = CASE WHEN $3::timestamptz IS NULL THEN now() END
         WHERE id = $1`,

@@ -1,0 +1,132 @@
+import { inTransaction, type Pool } from '../db/pool.js';
+import type { Logger } from '../log.js';
+import { announceOccurrence, type FireOptions, occurrenceMessage } from './fire.js';
+import type { Scheduler } from './scheduler.js';
+import type { Schedule, ScheduleStore } from './store.js';
+import { nextCronRun } from './timing.js';
+
+export interface SharedSchedulerOptions extends FireOptions {
+  pool: Pool;
+  store: ScheduleStore;
+  nodeId: string;
+  /** How often every node looks for due occurrences. */
+  pollMs: number;
+  log: Logger;
+}
+
+/**
+ * Exactly-once occurrences with any number of nodes (flag `ha.schedules`). Every node polls for due
+ * schedules; each due one is fired in one transaction that
+ * 1. takes `pg_advisory_xact_lock` on the schedule (concurrent firers queue here),
+ * 2. re-reads the schedule under `FOR UPDATE` and gives up if it is no longer due, cancelled or finished
+ *    (another node fired it meanwhile, or a cancel on any node landed),
+ * 3. inserts the `(schedule, occurrence)` row (unique: the last line of defence),
+ * 4. stores the occurrence's message and its delivery rows (message id `schedule:<id>:<n>`, idempotent too),
+ * 5. moves the schedule to its next occurrence (or finishes it),
+ * and only after the commit delivers and audits it. A node killed mid-transaction fires nothing: the
+ * transaction rolls back and another node fires the occurrence at its next poll. An occurrence missed
+ * while every node was down fires once on recovery; a cron schedule then continues from now.
+ */
+export class SharedScheduler implements Scheduler {
+  private poller: NodeJS.Timeout | undefined;
+  private polling: Promise<void> | undefined;
+  private readonly soon = new Set<NodeJS.Timeout>();
+
+  constructor(private readonly options: SharedSchedulerOptions) {}
+
+  async start(): Promise<void> {
+    this.activate();
+  }
+
+  activate(): void {
+    this.poller ??= setInterval(() => void this.poll(), this.options.pollMs);
+    this.poller.unref();
+  }
+
+  async deactivate(): Promise<void> {
+    if (this.poller) clearInterval(this.poller);
+    this.poller = undefined;
+    for (const timer of this.soon) clearTimeout(timer);
+    this.soon.clear();
+    await this.polling;
+  }
+
+  /** A schedule created here and due before the next poll gets a poll of its own at its time. */
+  created(schedule: Schedule): void {
+    if (!this.poller || !schedule.nextFireAt) return;
+    const delay = schedule.nextFireAt.getTime() - Date.now();
+    if (delay >= this.options.pollMs) return;
+    const timer = setTimeout(
+      () => {
+        this.soon.delete(timer);
+        void this.poll();
+      },
+      Math.max(0, delay),
+    );
+    timer.unref();
+    this.soon.add(timer);
+  }
+
+  cancelled(): void {} // the fire re-checks under the schedule's lock
+
+  close(): Promise<void> {
+    return this.deactivate();
+  }
+
+  /** One poll at a time per node; each due schedule fired in its own transaction. */
+  poll(): Promise<void> {
+    this.polling ??= this.pollOnce().finally(() => {
+      this.polling = undefined;
+    });
+    return this.polling;
+  }
+
+  private async pollOnce(): Promise<void> {
+    try {
+      const due = await this.options.pool.query<{ id: string }>(
+        `SELECT id FROM schedules WHERE cancelled_at IS NULL AND finished_at IS NULL AND next_fire_at <= now()
+          ORDER BY next_fire_at LIMIT 200`,
+      );
+      for (const { id } of due.rows) await this.fire(id);
+    } catch (error) {
+      this.options.log.warn({ err: error }, 'schedule poll failed; the next one retries');
+    }
+  }
+
+  private async fire(scheduleId: string): Promise<void> {
+    const { pool, store, messages, nodeId, metrics, log } = this.options;
+    try {
+      const fired = await inTransaction(pool, async (client) => {
+        await client.query("SELECT pg_advisory_xact_lock(hashtextextended('schedule:' || $1, 0))", [
+          scheduleId,
+        ]);
+        const schedule = await store.get(scheduleId, client, { lockIfDue: true });
+        if (!schedule) return undefined; // fired, cancelled or finished meanwhile
+        const occurrence = schedule.occurrences + 1;
+        const claimed = await client.query(
+          `INSERT INTO schedule_occurrences (schedule_id, occurrence, node_id) VALUES ($1, $2, $3)
+           ON CONFLICT DO NOTHING RETURNING 1`,
+          [scheduleId, occurrence, nodeId],
+        );
+        if (claimed.rowCount === 0) return undefined;
+        const { sender, message } = occurrenceMessage(
+          schedule,
+          occurrence,
+          `schedule:${scheduleId}:${occurrence}`,
+        );
+        const accepted = await messages.accept(sender, message, client);
+        await client.query(
+          'UPDATE schedule_occurrences SET message_id = $3 WHERE schedule_id = $1 AND occurrence = $2',
+          [scheduleId, occurrence, Number(accepted.frame.messageId)],
+        );
+        const next = schedule.cron ? nextCronRun(schedule.cron, schedule.tz ?? 'UTC', new Date()) : null;
+        await store.fired(scheduleId, occurrence, next, client);
+        return { schedule, occurrence, accepted };
+      });
+      if (fired) await announceOccurrence(this.options, fired.schedule, fired.occurrence, fired.accepted);
+    } catch (error) {
+      metrics.scheduleFires.inc({ outcome: 'failed' });
+      log.error({ err: error, scheduleId }, 'firing a schedule failed; the next poll retries');
+    }
+  }
+}

@@ -1,0 +1,103 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Frame } from '../../client/frames.js';
+import { TestCluster } from '../helpers/cluster.js';
+import { closeAllClients, connectPeer } from '../helpers/mesh.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { waitFor } from '../helpers/wait.js';
+
+let db: TestDatabase;
+let cluster: TestCluster;
+
+beforeAll(async () => {
+  db = await createTestDatabase('ha_schedules');
+  cluster = new TestCluster(db.url, { SCHEDULE_POLL_MS: '200', SCHEDULE_MAX_PER_MEMBER: '1000' });
+  cluster.setFlags('ha', ['ha.schedules', 'ha.delivery', 'ha.presence']);
+  await Promise.all(['s1', 's2', 's3'].map((id) => cluster.start(id, 'ha')));
+  for (const id of ['s1', 's2', 's3']) await cluster.waitActing(id, { 'ha.schedules': true });
+}, 60_000);
+afterEach(closeAllClients);
+afterAll(async () => {
+  await cluster?.stop();
+  await db?.drop();
+});
+
+const ws = (id: string) => cluster.node(id).wsUrl;
+
+async function createDue(count: number, at: number) {
+  const mesh = await cluster.createMesh(2);
+  const creator = await connectPeer(ws('s1'), mesh, mesh.members[0]!);
+  const ids: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const created = await creator.request<Frame & { scheduleId: string }>({
+      type: 'schedule.create',
+      to: mesh.members[1]!.pubkey,
+      body: `occurrence ${i}`,
+      at,
+    });
+    ids.push(created.scheduleId);
+  }
+  return { mesh, ids };
+}
+
+async function firedCounts(ids: string[]) {
+  const rows = await db.query<{ id: string; n: number }>(
+    `SELECT s.id, (SELECT count(*)::int FROM messages m WHERE m.schedule_id = s.id) AS n
+       FROM schedules s WHERE s.id = ANY ($1::uuid[])`,
+    [ids],
+  );
+  return rows.rows;
+}
+
+describe('schedules with ha.schedules on, three nodes', () => {
+  it('fires each of 60 schedules due at the same instant exactly once', async () => {
+    const { mesh, ids } = await createDue(60, Date.now() + 1500);
+    const recipient = await connectPeer(ws('s3'), mesh, mesh.members[1]!);
+    const got: string[] = [];
+    recipient.on('message', (m) => got.push(String(m.scheduleId)));
+    await waitFor(async () => (await firedCounts(ids)).every((r) => r.n > 0), { timeoutMs: 10_000 });
+    const counts = await firedCounts(ids);
+    expect(counts.filter((r) => r.n !== 1)).toEqual([]);
+    const occurrences = await db.query(
+      'SELECT count(*)::int AS n FROM schedule_occurrences WHERE schedule_id = ANY ($1::uuid[])',
+      [ids],
+    );
+    expect(occurrences.rows[0]?.n).toBe(60);
+    await waitFor(() => got.length === 60);
+    expect(new Set(got).size).toBe(60);
+    const byNode = await db.query(
+      'SELECT node_id, count(*)::int AS n FROM schedule_occurrences WHERE schedule_id = ANY ($1::uuid[]) GROUP BY node_id',
+      [ids],
+    );
+    console.log(`60 simultaneous occurrences fired by: ${JSON.stringify(byNode.rows)}`);
+  });
+
+  it('respects a cancel made on another node', async () => {
+    const mesh = await cluster.createMesh(2);
+    const onS1 = await connectPeer(ws('s1'), mesh, mesh.members[0]!);
+    const onS2 = await connectPeer(ws('s2'), mesh, mesh.members[0]!);
+    const { scheduleId } = await onS1.request<Frame & { scheduleId: string }>({
+      type: 'schedule.create',
+      to: mesh.members[1]!.pubkey,
+      body: 'never',
+      at: Date.now() + 800,
+    });
+    await onS2.request({ type: 'schedule.cancel', scheduleId });
+    const later = await onS2.request<Frame & { scheduleId: string }>({
+      type: 'schedule.create',
+      to: mesh.members[1]!.pubkey,
+      body: 'later',
+      at: Date.now() + 1200,
+    });
+    await waitFor(async () => (await firedCounts([later.scheduleId]))[0]?.n === 1, { timeoutMs: 5000 });
+    expect((await firedCounts([scheduleId]))[0]?.n).toBe(0);
+  });
+
+  it('still fires each occurrence exactly once when a node is killed as they come due', async () => {
+    const at = Date.now() + 2000;
+    const { ids } = await createDue(40, at);
+    await new Promise((resolve) => setTimeout(resolve, at - Date.now() - 20));
+    await cluster.kill('s1');
+    await waitFor(async () => (await firedCounts(ids)).every((r) => r.n > 0), { timeoutMs: 10_000 });
+    expect((await firedCounts(ids)).filter((r) => r.n !== 1)).toEqual([]);
+  });
+});
