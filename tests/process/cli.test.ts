@@ -51,6 +51,7 @@ describe('workbench CLI', () => {
       'messages',
       'nodes',
       'presence',
+      'schedule_occurrences',
       'schedules',
       'stream_subscriptions',
       'watches',

@@ -83,7 +83,7 @@ describe('flags over three node processes (file provider)', () => {
       error: null,
     });
     expect(report.flags['ha.audit']).toEqual({ value: false, acting: false, row: 'audit lastHash' });
-    expect(report.flags['ha.schedules']).toMatchObject({
+    expect(report.flags['ha.active-lease']).toMatchObject({
       note: 'no shared implementation in this build yet',
     });
     const metrics = await (await fetch(`${nodes[0]!.url}/metrics`)).text();
@@ -130,16 +130,16 @@ describe('flags over three node processes (file provider)', () => {
     expect(listed.code).toBe(0);
     const auditLine = listed.stdout.split('\n').find((l) => l.startsWith('ha.audit'))!;
     expect(auditLine).toMatch(/^ha\.audit\s+3\s+on\s+on\s+on\s+on$/);
-    // ha.schedules has no shared implementation yet: the nodes cannot act on it, and the list says so.
-    await runWorkbench(['flags', 'set', 'ha.schedules', 'on', '--env', ENV], cliEnv);
-    await waitFor(async () => (await flagsOf(nodes[2]!)).flags['ha.schedules']!.value);
+    // ha.active-lease has no implementation in this build yet: the nodes cannot act on it, and the list says so.
+    await runWorkbench(['flags', 'set', 'ha.active-lease', 'on', '--env', ENV], cliEnv);
+    await waitFor(async () => (await flagsOf(nodes[2]!)).flags['ha.active-lease']!.value);
     const json = JSON.parse((await runWorkbench(['flags', 'list', '--env', ENV, '--json'], cliEnv)).stdout);
-    const schedules = json.flags.find((f: { flag: string }) => f.flag === 'ha.schedules');
-    expect(schedules).toMatchObject({ desired: true, disagree: true });
-    expect(schedules.nodes.f1).toEqual({
+    const lease = json.flags.find((f: { flag: string }) => f.flag === 'ha.active-lease');
+    expect(lease).toMatchObject({ desired: true, disagree: true });
+    expect(lease.nodes.f1).toEqual({
       value: true,
       acting: false,
-      row: 'scheduledMessages',
+      row: 'background work on a warm standby',
       note: expect.any(String),
     });
     expect(json.nodes).toEqual(['f1', 'f2', 'f3']);
