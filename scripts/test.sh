@@ -17,6 +17,9 @@ mkdir -p test-results
 status=0
 npx vitest run --reporter=default --reporter=json --outputFile.json=test-results/vitest.json || status=$?
 
+echo "test: benchmarks, one quick run each (they must keep working; figures are not judged here)"
+node dist/bench/run.js --quick > test-results/bench-quick.jsonl || status=1
+
 node -e "
   const r = require('./test-results/vitest.json');
   const skipped = r.numPendingTests + r.numTodoTests;
