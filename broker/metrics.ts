@@ -67,6 +67,12 @@ export class BrokerMetrics {
     registers: [this.registry],
   });
 
+  readonly clockFenced = new Counter({
+    name: 'mesh_broker_clock_fenced_total',
+    help: 'Clock ticks refused because another node leads under a newer epoch (this node stepped down)',
+    registers: [this.registry],
+  });
+
   readonly scheduleFires = new Counter({
     name: 'mesh_broker_schedule_fires_total',
     help: 'Schedule occurrences this node turned into messages, by outcome',

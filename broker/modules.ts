@@ -225,15 +225,24 @@ export function createModules(context: ModuleContext): NodeModules {
     sinks.toMesh(meshId, frame);
   };
   const localClocks = new LocalClocks({ ...clockOptions, sink: toSessions });
-  const sharedClocks = new SharedClocks(
-    new LocalClocks({ ...clockOptions, sink: SharedClocks.sink(bus, toSessions) }),
+  const sharedClocks = new SharedClocks({
+    pool,
+    databaseUrl: config.databaseUrl,
     bus,
-    (meshId, frame) => sinks.toMesh(meshId, frame),
-  );
+    nodeId: config.nodeId,
+    tickMs: config.clockTickMs,
+    retryMs: Math.min(500, config.clockTickMs),
+    toLocalSessions: (meshId, frame) => sinks.toMesh(meshId, frame),
+    hasSessions: (meshId) => connections.meshSize(meshId) > 0,
+    onTick: () => metrics.clockTicks.inc(),
+    onFenced: () => metrics.clockFenced.inc(),
+    log,
+  });
   // The clocks running on this node stop in one implementation and continue (from their rows) in the other.
-  const clocks = new Switch<MeshClocks>('ha.clock', localClocks, sharedClocks, async (from, to) => {
+  const clocks = new Switch<MeshClocks>('ha.clock', localClocks, sharedClocks, async (from, to, target) => {
     const running = (from as LocalClocks | SharedClocks).running();
     await from.close();
+    if (target === 'shared') sharedClocks.activate();
     for (const meshId of running) await to.meshActive(meshId);
   });
   const mcpSink = {

@@ -1,59 +1,242 @@
 import type { Bus } from '../bus/bus.js';
+import type { Pool } from '../db/pool.js';
+import type { Logger } from '../log.js';
+import { ProtocolError } from '../protocol/errors.js';
 import type { ClockSink, ClockStatus, ClockTickFrame, MeshClocks } from './clock.js';
-import type { LocalClocks } from './clock.local.js';
+import { ClockLeadership } from './leadership.js';
+
+interface Led {
+  epoch: number;
+  timer: NodeJS.Timeout;
+  busy: boolean;
+}
+
+interface Row {
+  speed: number;
+  paused: boolean;
+  autoPaused: boolean;
+  tick: number;
+  simTimeMs: number;
+  epoch: number;
+  leaderNode: string | null;
+}
+
+const ROW = `speed, paused, auto_paused AS "autoPaused", tick, sim_time_ms AS "simTimeMs", epoch,
+  leader_node AS "leaderNode"`;
+
+export interface SharedClocksOptions {
+  pool: Pool;
+  databaseUrl: string;
+  bus: Bus;
+  nodeId: string;
+  tickMs: number;
+  /** How often a node with sessions of a mesh tries to lead its clock when nobody does. */
+  retryMs: number;
+  /** This node's sessions of the mesh. */
+  toLocalSessions: ClockSink;
+  hasSessions: (meshId: string) => boolean;
+  onTick: () => void;
+  onFenced: () => void;
+  log: Logger;
+}
 
 /**
- * Clock ticks for every node (flag `ha.clock`, first half): the clock runs as on one node, from its
- * persisted row, and each tick also goes over the bus to the other nodes of the mesh, which hand it to
- * their sessions. One leader per mesh (advisory lock, fenced epoch) is the second half, with the HA
- * ownership work; until then two nodes can still both run a mesh's clock, as with the local one.
+ * One clock leader per mesh (flag `ha.clock`). Nodes holding sessions of a mesh compete for a Postgres
+ * session advisory lock on the mesh's clock (ClockLeadership); the winner bumps the clock's epoch and
+ * ticks. Every tick is one fenced UPDATE (`WHERE epoch = <mine>`): once another node took over and bumped
+ * the epoch, the old leader's writes are refused and it steps down, so `tick` never repeats or goes back.
+ * A new leader continues from the last persisted tick. Ticks go to this node's sessions and over the bus to
+ * the other nodes of the mesh. `clock.set/pause/resume/get` work from any node (they change the row; the
+ * leader follows it). Nobody leads while no node has sessions of the mesh: the clock waits (auto-pause).
+ * After a SIGKILL of the leader its lock goes with its connection; another node takes over within
+ * `retryMs` plus Postgres noticing the closed connection.
  */
 export class SharedClocks implements MeshClocks {
-  constructor(
-    private readonly clocks: LocalClocks,
-    bus: Bus,
-    relay: ClockSink,
-  ) {
-    bus.on('clock.tick', (meshId, payload) => relay(meshId, payload as unknown as ClockTickFrame));
+  private readonly led = new Map<string, Led>();
+  private readonly wanted = new Set<string>();
+  private readonly leadership: ClockLeadership;
+  private retry: NodeJS.Timeout | undefined;
+
+  constructor(private readonly options: SharedClocksOptions) {
+    this.leadership = new ClockLeadership(
+      options.databaseUrl,
+      options.nodeId,
+      1000,
+      (lost) => this.lostLeadership(lost),
+      options.log,
+    );
+    options.bus.on('clock.tick', (meshId, payload) =>
+      options.toLocalSessions(meshId, payload as unknown as ClockTickFrame),
+    );
   }
 
-  /** What the node's own ticks go through: its sessions, then the bus. */
-  static sink(bus: Bus, local: ClockSink): ClockSink {
-    return (meshId, frame) => {
-      local(meshId, frame);
-      void bus.publishToMesh(meshId, 'clock.tick', frame as unknown as Record<string, unknown>);
+  /** Starts competing for the clocks of the meshes this node holds sessions of. */
+  activate(): void {
+    this.retry ??= setInterval(() => void this.competeAll(), this.options.retryMs);
+    this.retry.unref();
+  }
+
+  async set(meshId: string, speed: number): Promise<ClockStatus> {
+    await this.options.pool.query(
+      `INSERT INTO mesh_clocks (mesh_id, speed, sim_time_ms) VALUES ($1, $2, $3)
+       ON CONFLICT (mesh_id) DO UPDATE SET speed = excluded.speed, updated_at = now()`,
+      [meshId, speed, Date.now()],
+    );
+    await this.compete(meshId);
+    return this.get(meshId);
+  }
+
+  async pause(meshId: string): Promise<ClockStatus> {
+    await this.update(meshId, 'paused = true, auto_paused = false');
+    return this.get(meshId);
+  }
+
+  async resume(meshId: string): Promise<ClockStatus> {
+    await this.update(meshId, 'paused = false, auto_paused = false');
+    await this.compete(meshId);
+    return this.get(meshId);
+  }
+
+  async get(meshId: string): Promise<ClockStatus> {
+    const row = await this.row(meshId);
+    if (!row) throw new ProtocolError('not_found', 'this mesh has no clock yet (clock.set creates it)');
+    return {
+      speed: row.speed,
+      paused: row.paused || row.autoPaused,
+      tick: row.tick,
+      simTime: new Date(row.simTimeMs).toISOString(),
+      leader: row.leaderNode,
+      epoch: row.epoch,
     };
   }
 
-  set(meshId: string, speed: number): Promise<ClockStatus> {
-    return this.clocks.set(meshId, speed);
+  async meshActive(meshId: string): Promise<void> {
+    this.wanted.add(meshId);
+    await this.compete(meshId);
   }
 
-  pause(meshId: string): Promise<ClockStatus> {
-    return this.clocks.pause(meshId);
-  }
-
-  resume(meshId: string): Promise<ClockStatus> {
-    return this.clocks.resume(meshId);
-  }
-
-  get(meshId: string): Promise<ClockStatus> {
-    return this.clocks.get(meshId);
-  }
-
-  meshActive(meshId: string): Promise<void> {
-    return this.clocks.meshActive(meshId);
-  }
-
-  meshIdle(meshId: string): Promise<void> {
-    return this.clocks.meshIdle(meshId);
+  async meshIdle(meshId: string): Promise<void> {
+    if (this.options.hasSessions(meshId)) return;
+    this.wanted.delete(meshId);
+    if (!this.led.has(meshId)) return;
+    await this.stepDown(meshId);
+    // Nobody anywhere: the clock waits for the next session (and says so).
+    await this.options.pool.query(
+      `UPDATE mesh_clocks SET auto_paused = true WHERE mesh_id = $1
+          AND NOT EXISTS (SELECT 1 FROM presence WHERE mesh_id = $1 AND disconnected_at IS NULL)`,
+      [meshId],
+    );
   }
 
   running(): string[] {
-    return this.clocks.running();
+    return [...this.wanted];
   }
 
-  close(): Promise<void> {
-    return this.clocks.close();
+  async close(): Promise<void> {
+    if (this.retry) clearInterval(this.retry);
+    this.retry = undefined;
+    for (const meshId of [...this.led.keys()]) this.stopTicking(meshId);
+    this.wanted.clear();
+    await this.leadership.close();
+  }
+
+  private async row(meshId: string): Promise<Row | undefined> {
+    const result = await this.options.pool.query<Row>(`SELECT ${ROW} FROM mesh_clocks WHERE mesh_id = $1`, [
+      meshId,
+    ]);
+    return result.rows[0];
+  }
+
+  private async update(meshId: string, set: string): Promise<void> {
+    const result = await this.options.pool.query(
+      `UPDATE mesh_clocks SET ${set}, updated_at = now() WHERE mesh_id = $1`,
+      [meshId],
+    );
+    if (result.rowCount === 0)
+      throw new ProtocolError('not_found', 'this mesh has no clock yet (clock.set creates it)');
+  }
+
+  private async competeAll(): Promise<void> {
+    for (const meshId of this.wanted) await this.compete(meshId);
+  }
+
+  /** Leads the mesh's clock if it has one, runs, and no other node holds it. */
+  private async compete(meshId: string): Promise<void> {
+    if (this.led.has(meshId) || !this.wanted.has(meshId)) return;
+    try {
+      const row = await this.row(meshId);
+      if (!row || row.paused) return;
+      if (!(await this.leadership.acquire(meshId))) return;
+      const elected = await this.options.pool.query<{ epoch: number }>(
+        `UPDATE mesh_clocks SET epoch = epoch + 1, leader_node = $2, auto_paused = false, updated_at = now()
+          WHERE mesh_id = $1 RETURNING epoch`,
+        [meshId, this.options.nodeId],
+      );
+      const epoch = elected.rows[0]?.epoch;
+      if (epoch === undefined) {
+        await this.leadership.release(meshId);
+        return;
+      }
+      const led: Led = {
+        epoch,
+        busy: false,
+        timer: setInterval(() => void this.tick(meshId, led), this.options.tickMs),
+      };
+      led.timer.unref();
+      this.led.set(meshId, led);
+      this.options.log.info({ meshId, epoch }, 'leading the mesh clock');
+    } catch (error) {
+      this.options.log.warn({ err: error, meshId }, 'clock election failed; retrying');
+    }
+  }
+
+  private async tick(meshId: string, led: Led): Promise<void> {
+    if (led.busy || this.led.get(meshId) !== led) return;
+    led.busy = true;
+    try {
+      const result = await this.options.pool.query<Row>(
+        `UPDATE mesh_clocks SET tick = tick + 1, sim_time_ms = sim_time_ms + round(speed * $3)::bigint, updated_at = now()
+          WHERE mesh_id = $1 AND epoch = $2 AND NOT paused
+          RETURNING ${ROW}`,
+        [meshId, led.epoch, this.options.tickMs],
+      );
+      const row = result.rows[0];
+      if (!row) {
+        // Paused (anyone may pause), or fenced: another node leads under a newer epoch.
+        const current = await this.row(meshId);
+        if (current && current.epoch !== led.epoch) this.options.onFenced();
+        await this.stepDown(meshId);
+        return;
+      }
+      const frame: ClockTickFrame = {
+        type: 'clock.tick',
+        tick: row.tick,
+        simTime: new Date(row.simTimeMs).toISOString(),
+        speed: row.speed,
+        epoch: row.epoch,
+      };
+      this.options.onTick();
+      this.options.toLocalSessions(meshId, frame);
+      void this.options.bus.publishToMesh(meshId, 'clock.tick', frame as unknown as Record<string, unknown>);
+    } catch (error) {
+      this.options.log.warn({ err: error, meshId }, 'clock tick failed');
+    } finally {
+      led.busy = false;
+    }
+  }
+
+  private stopTicking(meshId: string): void {
+    const led = this.led.get(meshId);
+    if (led) clearInterval(led.timer);
+    this.led.delete(meshId);
+  }
+
+  private async stepDown(meshId: string): Promise<void> {
+    this.stopTicking(meshId);
+    await this.leadership.release(meshId);
+  }
+
+  private lostLeadership(meshIds: string[]): void {
+    for (const meshId of meshIds) this.stopTicking(meshId);
   }
 }
