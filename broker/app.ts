@@ -180,6 +180,19 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
     log.warn({ err: error }, 'flags: no push subscription (the poll still applies changes)'),
   );
 
+  /** Closes every socket of a revoked member on this node (4403) and ends its sessions. */
+  const endMemberSessions = async (memberId: number) => {
+    for (const connection of [...connections.ofMember(memberId)]) {
+      connection.close(CloseCode.memberRevoked, 'member revoked');
+      if (connection.identity) await modules.presence.leave(connection.identity);
+    }
+  };
+  bus.on('member.revoked', (_meshId, payload) => {
+    endMemberSessions(Number(payload.memberId)).catch((error) =>
+      log.warn({ err: error }, 'ending revoked sessions failed'),
+    );
+  });
+
   const router = new Router();
   registerMessaging(router, {
     store: messages,
@@ -259,11 +272,11 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
     adminToken: config.adminToken,
     directory,
     pool,
+    // Here at once, and on every other node of the mesh over the bus (the revoked member may be
+    // connected anywhere; its sends are refused by the store whatever node it is on).
     onRevoked: async (member) => {
-      for (const connection of [...connections.ofMember(member.id)]) {
-        connection.close(CloseCode.memberRevoked, 'member revoked');
-        if (connection.identity) await modules.presence.leave(connection.identity);
-      }
+      await endMemberSessions(member.id);
+      await bus.publishToMesh(member.meshId, 'member.revoked', { memberId: member.id });
     },
   });
 

@@ -158,19 +158,24 @@ export function createModules(context: ModuleContext): NodeModules {
     kickLocal: sinks.kickLocal,
     log,
   });
+  const localPresence = new LocalPresence({
+    pool,
+    nodeId: config.nodeId,
+    graceMs: config.presenceGraceMs,
+    events: sinks.presenceEvents,
+    log,
+  });
   const presence = new Switch<Presence>(
     'ha.presence',
-    new LocalPresence({
-      pool,
-      nodeId: config.nodeId,
-      graceMs: config.presenceGraceMs,
-      events: sinks.presenceEvents,
-      log,
-    }),
+    localPresence,
     sharedPresence,
     async (_from, _to, target) => {
       if (target === 'shared') sharedPresence.activate();
-      else sharedPresence.deactivate();
+      else {
+        sharedPresence.deactivate();
+        // The sessions connected here are the local implementation's again, so they can leave later.
+        localPresence.adopt(connections.all().flatMap((c) => (c.identity ? [c.identity] : [])));
+      }
     },
   );
   const fallback = (row: string) => () => metrics.redisFallbacks.inc({ row });

@@ -19,7 +19,7 @@ export interface RowSwitch {
   /** False while this build has no shared implementation of the row: the flag cannot act yet. */
   readonly hasShared: boolean;
   select(target: Implementation): Promise<void>;
-  /** Node shutdown: closes both implementations (those that have something to close). */
+  /** Node shutdown: closes the implementation in use. */
   closeAll(): Promise<void>;
 }
 
@@ -49,11 +49,14 @@ export class Switch<T extends object> implements RowSwitch {
     return this.shared !== undefined;
   }
 
+  /**
+   * Node shutdown: closes the implementation in use. The other one was handed over from (its work drained
+   * and its timers stopped), and closing it could undo what the active one does (e.g. local presence
+   * deleting rows that shared presence hands to the grace period).
+   */
   async closeAll(): Promise<void> {
-    for (const implementation of this.shared ? [this.local, this.shared] : [this.local]) {
-      const close = (implementation as { close?: () => Promise<void> }).close;
-      if (typeof close === 'function') await close.call(implementation);
-    }
+    const close = (this.active as { close?: () => Promise<void> }).close;
+    if (typeof close === 'function') await close.call(this.active);
   }
 
   async select(target: Implementation): Promise<void> {

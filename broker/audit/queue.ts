@@ -47,6 +47,20 @@ export class AuditQueues {
     for (const queue of queues) while (queue?.running) await queue.running;
   }
 
+  /** Writes each entry of a failed batch on its own; returns how many still failed. */
+  private async writeOneByOne(meshId: string, batch: AuditEntry[]): Promise<number> {
+    let failed = 0;
+    for (const entry of batch) {
+      try {
+        await this.write(meshId, [entry]);
+      } catch {
+        this.onFailure(meshId);
+        failed++;
+      }
+    }
+    return failed;
+  }
+
   private async drain(meshId: string, queue: MeshQueue): Promise<void> {
     let attempt = 0;
     while (queue.pending.length > 0) {
@@ -59,11 +73,11 @@ export class AuditQueues {
       } catch (error) {
         this.onFailure(meshId);
         if (++attempt > RETRIES) {
-          this.log.error(
-            { err: error, meshId, dropped: batch.length },
-            'audit append failed; entries dropped',
-          );
-          this.counters.failed(batch.length);
+          // Give up on the batch, but not on its good entries: one bad entry must not take the others.
+          const dropped = await this.writeOneByOne(meshId, batch);
+          this.log.error({ err: error, meshId, dropped }, 'audit append failed; entries dropped');
+          this.counters.failed(dropped);
+          this.counters.appended(batch.length - dropped);
           queue.pending.splice(0, batch.length);
           attempt = 0;
         } else {

@@ -101,7 +101,8 @@ export class MessageStore {
     const result = await db.query<Row & { recipients: number[] | null }>(
       `WITH ins AS (
          INSERT INTO messages (mesh_id, sender_id, sender_session, client_id, target, body, kind, schedule_id, occurrence)
-         VALUES ($1, $2, $3, $4, $5, $6, $8, $9, $10)
+         SELECT $1, $2, $3, $4, $5, $6, $8, $9, $10
+          WHERE EXISTS (SELECT 1 FROM members WHERE id = $2 AND revoked_at IS NULL)
          ON CONFLICT (mesh_id, sender_id, client_id) DO NOTHING
          RETURNING id, created_at
        ), rcpt AS (
@@ -134,6 +135,10 @@ export class MessageStore {
     );
     const row = result.rows[0];
     if (row) return { frame: toFrame(row), recipients: row.recipients ?? [], duplicate: false };
+    const revoked = await db.query('SELECT 1 FROM members WHERE id = $1 AND revoked_at IS NOT NULL', [
+      sender.memberId,
+    ]);
+    if (revoked.rowCount) throw new ProtocolError('forbidden', 'the sending member is revoked');
     return this.original(sender, id, db);
   }
 
@@ -177,18 +182,20 @@ export class MessageStore {
   async owedTo(
     memberIds: number[],
     minAgeMs: number,
-    limit = 2000,
+    limit = 500,
   ): Promise<Array<{ memberId: number; frame: DurableFrame }>> {
     if (memberIds.length === 0) return [];
+    // The oldest `limit` per member: one member that never acks must not hide everybody else's messages.
     const result = await this.pool.query<Row & { memberId: number }>(
-      `SELECT d.member_id AS "memberId", ${ROW}
-         FROM deliveries d
-         JOIN messages m ON m.id = d.message_id
-         JOIN members s ON s.id = m.sender_id
-        WHERE d.member_id = ANY ($1::bigint[]) AND d.acked_at IS NULL
-          AND m.created_at < now() - make_interval(secs => $2 / 1000.0)
-        ORDER BY d.message_id
-        LIMIT $3`,
+      `SELECT * FROM (
+         SELECT d.member_id AS "memberId", ${ROW},
+                row_number() OVER (PARTITION BY d.member_id ORDER BY d.message_id) AS rank
+           FROM deliveries d
+           JOIN messages m ON m.id = d.message_id
+           JOIN members s ON s.id = m.sender_id
+          WHERE d.member_id = ANY ($1::bigint[]) AND d.acked_at IS NULL
+            AND m.created_at < now() - make_interval(secs => $2 / 1000.0)) owed
+        WHERE rank <= $3 ORDER BY id`,
       [memberIds, minAgeMs, limit],
     );
     return result.rows.map((row) => ({ memberId: row.memberId, frame: toFrame(row) }));

@@ -47,7 +47,8 @@ export class HelloAdmission {
     const groups = hello.groups ?? [];
     if (groups.join('\n') !== member.groups.join('\n')) await directory.setGroups(member.id, groups);
     return {
-      meshId: hello.meshId,
+      // Keys of queues, locks, caches and the audit hash: one spelling of each id.
+      meshId: hello.meshId.toLowerCase(),
       memberId: member.id,
       pubkey: hello.pubkey,
       sessionId,

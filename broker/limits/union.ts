@@ -22,7 +22,11 @@ export async function consumeFrom(union: RateLimiterUnion, key: string): Promise
     return { allowed: true, retryAfterMs: 0 };
   } catch (rejection) {
     if (rejection instanceof Error) throw rejection;
-    const refused = Object.values(rejection as Record<string, RateLimiterRes>);
+    const outcomes = Object.values(rejection as Record<string, RateLimiterRes | Error>);
+    // A union reports a store failure as {prefix: Error}, not as a refusal.
+    const failure = outcomes.find((outcome): outcome is Error => outcome instanceof Error);
+    if (failure) throw failure;
+    const refused = outcomes as RateLimiterRes[];
     return { allowed: false, retryAfterMs: Math.max(0, ...refused.map((r) => r.msBeforeNext)) };
   }
 }

@@ -19,6 +19,8 @@ interface RoutedCall {
   callerNode: string;
   hostSession: string;
   server: string;
+  /** Forgets the call once the caller has given up on it (its timeout, plus a margin). */
+  expiry: NodeJS.Timeout;
 }
 
 interface ServerRow {
@@ -142,7 +144,7 @@ export class SharedMcpRegistry implements McpRegistry {
     if (!call) throw new ProtocolError('not_found', `no pending call ${result.callId}`);
     if (call.hostSession !== host.sessionId)
       throw new ProtocolError('forbidden', 'only the host may answer its calls');
-    this.routed.delete(result.callId);
+    this.forget(result.callId);
     await this.answer(
       result.callId,
       call.callerNode,
@@ -206,14 +208,17 @@ export class SharedMcpRegistry implements McpRegistry {
   /** On the host's node: hand the invoke to the host session, remembering where the answer goes. */
   private invokeHere(payload: Record<string, unknown>): void {
     const invokeId = String(payload.invokeId);
+    const expiry = setTimeout(() => this.routed.delete(invokeId), this.callTimeoutMs + 5000);
+    expiry.unref();
     const call: RoutedCall = {
       callerNode: String(payload.callerNode),
       hostSession: String(payload.hostSession),
       server: String(payload.server),
+      expiry,
     };
     this.routed.set(invokeId, call);
     if (!this.sink.reaches(call.hostSession)) {
-      this.routed.delete(invokeId);
+      this.forget(invokeId);
       void this.answer(invokeId, call.callerNode, { error: 'host_left: the host is not connected' });
       return;
     }
@@ -223,9 +228,14 @@ export class SharedMcpRegistry implements McpRegistry {
   private failRouted(match: (call: RoutedCall) => boolean, error: string): void {
     for (const [invokeId, call] of this.routed) {
       if (!match(call)) continue;
-      this.routed.delete(invokeId);
+      this.forget(invokeId);
       void this.answer(invokeId, call.callerNode, { error });
     }
+  }
+
+  private forget(invokeId: string): void {
+    clearTimeout(this.routed.get(invokeId)?.expiry);
+    this.routed.delete(invokeId);
   }
 
   private async answer(invokeId: string, callerNode: string, outcome: Outcome): Promise<void> {

@@ -48,7 +48,8 @@ export class LocalPresence implements Presence {
       `INSERT INTO presence (session_id, mesh_id, member_id, node_id, name, groups, connected_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7)
        ON CONFLICT (session_id) DO UPDATE
-         SET node_id = excluded.node_id, name = excluded.name, groups = excluded.groups, disconnected_at = NULL`,
+         SET node_id = excluded.node_id, name = excluded.name, groups = excluded.groups, disconnected_at = NULL
+         WHERE presence.member_id = excluded.member_id`,
       [
         identity.sessionId,
         identity.meshId,
@@ -142,10 +143,23 @@ export class LocalPresence implements Presence {
     return entries;
   }
 
-  /** Node shutdown: forget every session of this node and clear only this node's rows. */
+  /** Node shutdown: forget this node's sessions and clear their rows (only theirs). */
   async close(): Promise<void> {
     for (const session of this.sessions.values()) if (session.graceTimer) clearTimeout(session.graceTimer);
+    const sessionIds = [...this.sessions.keys()];
     this.sessions.clear();
-    await this.options.pool.query('DELETE FROM presence WHERE node_id = $1', [this.options.nodeId]);
+    await this.options.pool.query(
+      'DELETE FROM presence WHERE node_id = $1 AND session_id = ANY ($2::uuid[])',
+      [this.options.nodeId, sessionIds],
+    );
+  }
+
+  /** Flip back to local: the sessions connected here now are this node's again (no joins announced). */
+  adopt(identities: SessionIdentity[]): void {
+    for (const identity of identities) {
+      if (!this.sessions.has(identity.sessionId)) {
+        this.sessions.set(identity.sessionId, { identity, connectedAt: new Date(), status: null });
+      }
+    }
   }
 }

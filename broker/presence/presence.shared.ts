@@ -1,7 +1,9 @@
 import type { Bus } from '../bus/bus.js';
 import type { SessionIdentity } from '../connections/connection.js';
 import { inTransaction, type Pool } from '../db/pool.js';
+import { HelloRejected } from '../hello/admission.js';
 import type { Logger } from '../log.js';
+import { CloseCode } from '../protocol/errors.js';
 import type { Presence, PresenceEntry, PresenceEvents, PresenceFrame } from './presence.js';
 
 export interface SharedPresenceOptions {
@@ -79,10 +81,15 @@ export class SharedPresence implements Presence {
     // Read the session's row (if any) and take it over in one transaction: the row lock orders two
     // nodes admitting the same session at once.
     const { previousNode, previousDisconnected } = await inTransaction(pool, async (client) => {
-      const previous = await client.query<{ nodeId: string; disconnectedAt: Date | null }>(
-        'SELECT node_id AS "nodeId", disconnected_at AS "disconnectedAt" FROM presence WHERE session_id = $1 FOR UPDATE',
+      const previous = await client.query<{ nodeId: string; disconnectedAt: Date | null; memberId: number }>(
+        `SELECT node_id AS "nodeId", disconnected_at AS "disconnectedAt", member_id AS "memberId"
+           FROM presence WHERE session_id = $1 FOR UPDATE`,
         [identity.sessionId],
       );
+      // Checked again under the row lock: two members racing for one session id cannot both have it.
+      if (previous.rows[0] && previous.rows[0].memberId !== identity.memberId) {
+        throw new HelloRejected(CloseCode.helloRejected, 'session belongs to another member');
+      }
       await client.query(
         `INSERT INTO presence (session_id, mesh_id, member_id, node_id, name, groups)
          VALUES ($1, $2, $3, $4, $5, $6)

@@ -13,6 +13,8 @@ export const uuid = z
     message: 'must be a UUID',
   });
 export const rid = z.string().max(128).optional();
+/** A UUID field of a request, lowercased (ids are compared and used as keys in one spelling). */
+export const idField = uuid.transform((value) => value.toLowerCase());
 export const groupName = z
   .string()
   .regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 letters, digits, "_", "." or "-"');
@@ -67,7 +69,23 @@ export function parseJsonObject(text: string): Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new ProtocolError('bad_request', 'a frame must be a JSON object');
   }
+  // Escapes can smuggle lone surrogates or NUL into strings, which Postgres text/jsonb cannot hold:
+  // refuse them here, once, rather than fail later (and take other rows of a batch with them).
+  if (text.includes('\\u') && !stringsAreStorable(value)) {
+    throw new ProtocolError('bad_request', 'strings must be well-formed Unicode without NUL characters');
+  }
   return value as Record<string, unknown>;
+}
+
+const LONE_SURROGATE_OR_NUL = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]|\0/;
+
+function stringsAreStorable(value: unknown): boolean {
+  if (typeof value === 'string') return !LONE_SURROGATE_OR_NUL.test(value);
+  if (Array.isArray(value)) return value.every(stringsAreStorable);
+  if (value !== null && typeof value === 'object') {
+    return Object.entries(value).every(([key, item]) => stringsAreStorable(key) && stringsAreStorable(item));
+  }
+  return true;
 }
 
 /** The echo-able `rid` of a frame, if it carries a usable one. */

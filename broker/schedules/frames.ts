@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { AuditLog } from '../audit/audit.js';
 import type { Directory } from '../identity/directory.js';
 import { ProtocolError } from '../protocol/errors.js';
-import { rid, sendTarget, uuid } from '../protocol/frames.js';
+import { idField, rid, sendTarget } from '../protocol/frames.js';
 import type { Router } from '../ws/router.js';
 import type { Scheduler } from './scheduler.js';
 import type { Schedule, ScheduleStore } from './store.js';
@@ -20,7 +20,7 @@ const createFrame = z.object({
   tz: z.string().max(64).optional(),
   rid,
 });
-const cancelFrame = z.object({ type: z.literal('schedule.cancel'), scheduleId: uuid, rid });
+const cancelFrame = z.object({ type: z.literal('schedule.cancel'), scheduleId: idField, rid });
 const listFrame = z.object({ type: z.literal('schedule.list'), rid });
 
 export interface ScheduleFramesOptions {

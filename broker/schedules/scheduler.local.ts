@@ -58,11 +58,13 @@ export class LocalScheduler implements Scheduler {
     const occurrence = schedule.occurrences + 1;
     await this.fire(schedule, occurrence);
     const next = schedule.cron ? nextCronRun(schedule.cron, schedule.tz ?? 'UTC', new Date()) : null;
+    let active = true;
     try {
-      await this.store.fired(schedule.scheduleId, occurrence, next);
+      active = await this.store.fired(schedule.scheduleId, occurrence, next);
     } catch (error) {
       this.log.error({ err: error, scheduleId: schedule.scheduleId }, 'could not record a fired occurrence');
     }
-    if (next) this.arm({ ...schedule, occurrences: occurrence, nextFireAt: next });
+    // Cancelled while it fired: the cancel found no timer to clear, so do not arm a new one.
+    if (next && active) this.arm({ ...schedule, occurrences: occurrence, nextFireAt: next });
   }
 }

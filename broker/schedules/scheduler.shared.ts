@@ -1,5 +1,7 @@
 import { inTransaction, type Pool } from '../db/pool.js';
+import type { AcceptedMessage } from '../delivery/store.js';
 import type { Logger } from '../log.js';
+import { ProtocolError } from '../protocol/errors.js';
 import { announceOccurrence, type FireOptions, occurrenceMessage } from './fire.js';
 import type { Scheduler } from './scheduler.js';
 import type { Schedule, ScheduleStore } from './store.js';
@@ -114,12 +116,23 @@ export class SharedScheduler implements Scheduler {
           occurrence,
           `schedule:${scheduleId}:${occurrence}`,
         );
-        const accepted = await messages.accept(sender, message, client);
+        const next = schedule.cron ? nextCronRun(schedule.cron, schedule.tz ?? 'UTC', new Date()) : null;
+        let accepted: AcceptedMessage;
+        try {
+          accepted = await messages.accept(sender, message, client);
+        } catch (error) {
+          // A refusal (recipient gone, creator revoked) is final for this occurrence: record it as
+          // skipped and move on, rather than retrying it forever ahead of every other due schedule.
+          if (!(error instanceof ProtocolError)) throw error;
+          log.warn({ scheduleId, occurrence, reason: error.message }, 'schedule occurrence skipped');
+          metrics.scheduleFires.inc({ outcome: 'skipped' });
+          await store.fired(scheduleId, occurrence, next, client);
+          return undefined;
+        }
         await client.query(
           'UPDATE schedule_occurrences SET message_id = $3 WHERE schedule_id = $1 AND occurrence = $2',
           [scheduleId, occurrence, Number(accepted.frame.messageId)],
         );
-        const next = schedule.cron ? nextCronRun(schedule.cron, schedule.tz ?? 'UTC', new Date()) : null;
         await store.fired(scheduleId, occurrence, next, client);
         return { schedule, occurrence, accepted };
       });

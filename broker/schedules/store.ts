@@ -120,17 +120,19 @@ export class ScheduleStore {
   }
 
   /** Records that occurrence `occurrence` fired; `next` null finishes the schedule. */
+  /** Returns false when the schedule was cancelled meanwhile (nothing to re-arm). */
   async fired(
     scheduleId: string,
     occurrence: number,
     next: Date | null,
     db: Pool | PoolClient = this.pool,
-  ): Promise<void> {
-    await db.query(
+  ): Promise<boolean> {
+    const result = await db.query(
       `UPDATE schedules SET occurrences = greatest(occurrences, $2), next_fire_at = $3,
               finished_at = CASE WHEN $3::timestamptz IS NULL THEN now() END
-        WHERE id = $1`,
+        WHERE id = $1 AND cancelled_at IS NULL RETURNING 1`,
       [scheduleId, occurrence, next],
     );
+    return (result.rowCount ?? 0) > 0;
   }
 }

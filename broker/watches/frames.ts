@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { AuditLog } from '../audit/audit.js';
 import { ProtocolError } from '../protocol/errors.js';
-import { rid, uuid } from '../protocol/frames.js';
+import { idField, rid } from '../protocol/frames.js';
 import type { Router } from '../ws/router.js';
 import { BadTargetError, checkTarget, ForbiddenTargetError } from './address-guard.js';
 import { parseNotifyOn, validateExtract } from './fetch-value.js';
@@ -17,7 +17,7 @@ const createFrame = z.object({
   notifyOn: z.string().min(1).max(256).optional(),
   rid,
 });
-const deleteFrame = z.object({ type: z.literal('watch.delete'), watchId: uuid, rid });
+const deleteFrame = z.object({ type: z.literal('watch.delete'), watchId: idField, rid });
 const listFrame = z.object({ type: z.literal('watch.list'), rid });
 
 export interface WatchFramesOptions {

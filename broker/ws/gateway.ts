@@ -140,6 +140,13 @@ export class Gateway {
         connection.close(error.closeCode, error.reason);
         return;
       }
+      if (!connection.welcomed && !(error instanceof ProtocolError)) {
+        // The hello failed on our side (database, Redis): the peer should come back, not give up on a
+        // 4401 from the hello timer, nor wait for a welcome that never comes.
+        connection.log.error({ err: error, connection: connection.id }, 'hello failed on the node');
+        connection.close(CloseCode.internal, 'internal error, retry');
+        return;
+      }
       if (!(error instanceof ProtocolError)) {
         connection.log.error({ err: error, connection: connection.id }, 'request failed');
       }
@@ -185,7 +192,14 @@ export class Gateway {
       ...(hello.rid === undefined ? {} : { rid: hello.rid }),
     });
     connection.welcomed = true;
-    await this.options.onSessionStart(connection);
+    try {
+      await this.options.onSessionStart(connection);
+    } catch (error) {
+      // Without its backlog replay the socket would hold live messages forever: end it, the peer resumes.
+      connection.log.error({ err: error, connection: connection.id }, 'starting the session failed');
+      connection.endCatchUp();
+      connection.close(CloseCode.internal, 'internal error, retry');
+    }
   }
 
   private async onClose(connection: Connection): Promise<void> {
@@ -196,8 +210,14 @@ export class Gateway {
     metrics.connections.dec({ mesh: identity.meshId });
     if (connection.welcomed) this.options.onConnectionGone(identity);
     if (!wasCurrent || this.draining) return; // replaced by a newer socket, or the node is shutting down
+    // The session may come back on a new socket here while this one is being cleaned up: each step
+    // first checks that the session still has no socket, so the new one is never marked gone.
+    const returned = () => connections.session(identity.sessionId) !== undefined;
+    if (returned()) return;
     await this.options.cap.release(identity.meshId, identity.sessionId);
+    if (returned()) return;
     await presence.detach(identity).catch((error) => log.error({ err: error }, 'presence detach failed'));
+    if (returned()) return;
     await this.options
       .onSocketClosed(identity)
       .catch((error) => log.error({ err: error }, 'socket close hook failed'));
