@@ -128,6 +128,29 @@ describe('HA part 1 under failures', () => {
     );
   });
 
+  it('drains with SIGTERM: its sessions keep their presence for the grace period and reattach elsewhere', async () => {
+    await cluster.start('n4', 'ha');
+    const mesh = await cluster.createMesh(2);
+    const watcher = await connectPeer(ws('n1'), mesh, mesh.members[0]!);
+    const events: string[] = [];
+    watcher.on('peer.joined', (e) => events.push(`joined ${e.sessionId}`));
+    watcher.on('peer.left', (e) => events.push(`left ${e.sessionId}`));
+    const moving = await connectPeer([ws('n4'), ws('n2')], mesh, mesh.members[1]!);
+    await waitFor(() => events.length === 1);
+    const welcomed = moving.next('welcome', (w) => w.node === 'n2', 10_000);
+    expect(await cluster.kill('n4', 'SIGTERM')).toBe(0);
+    expect((await welcomed).resumed).toBe(true);
+    const row = await db.query('SELECT node_id, disconnected_at FROM presence WHERE session_id = $1', [
+      moving.sessionId,
+    ]);
+    expect(row.rows[0]).toMatchObject({ node_id: 'n2', disconnected_at: null });
+    // Another session leaving for good shows the watcher would have heard a leave by now.
+    const other = await connectPeer(ws('n1'), mesh, mesh.members[1]!);
+    other.close();
+    await waitFor(() => events.includes(`left ${other.sessionId}`), { timeoutMs: 5000 });
+    expect(events.filter((e) => e.includes(moving.sessionId))).toEqual([`joined ${moving.sessionId}`]);
+  });
+
   it("reaps a killed node's sessions: survivors announce peer.left once, within the stated bound", async () => {
     const mesh = await cluster.createMesh(3);
     const watcherA = await connectPeer(ws('n1'), mesh, mesh.members[0]!);

@@ -250,6 +250,21 @@ describe('HA part 1 with the flags on: the gaps are closed', () => {
     await a.request({ type: 'clock.pause' });
   });
 
+  it('revokes a member on every node: its sockets close with 4403 and its sends are refused', async () => {
+    const mesh = await cluster.createMesh(2);
+    const victim = await connectPeer(ws('n2'), mesh, mesh.members[0]!, { reconnect: false });
+    const closed = victim.next('closed');
+    const response = await fetch(
+      `${cluster.node('n1').url}/admin/meshes/${mesh.meshId}/members/${mesh.members[0]!.pubkey}/revoke`,
+      {
+        method: 'POST',
+        headers: { authorization: 'Bearer test-admin-token-0123456789' },
+      },
+    );
+    expect(response.status).toBe(200);
+    expect(await closed).toMatchObject({ code: 4403 });
+  });
+
   it('enforces the mesh cap over the cluster (4 sessions, spread over both nodes)', async () => {
     const mesh = await cluster.createMesh(5);
     for (let i = 0; i < 4; i++) await connectPeer(ws(i % 2 ? 'n2' : 'n1'), mesh, mesh.members[i]!);

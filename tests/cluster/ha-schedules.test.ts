@@ -92,6 +92,40 @@ describe('schedules with ha.schedules on, three nodes', () => {
     expect((await firedCounts([scheduleId]))[0]?.n).toBe(0);
   });
 
+  it('skips an occurrence whose recipient was revoked, and the others still fire', async () => {
+    const mesh = await cluster.createMesh(3);
+    const creator = await connectPeer(ws('s2'), mesh, mesh.members[0]!);
+    const at = Date.now() + 1000;
+    const doomed = await creator.request<Frame & { scheduleId: string }>({
+      type: 'schedule.create',
+      to: mesh.members[1]!.pubkey,
+      body: 'to a revoked member',
+      at,
+    });
+    const fine = await creator.request<Frame & { scheduleId: string }>({
+      type: 'schedule.create',
+      to: mesh.members[2]!.pubkey,
+      body: 'to a member',
+      at: at + 100,
+    });
+    await fetch(
+      `${cluster.node('s2').url}/admin/meshes/${mesh.meshId}/members/${mesh.members[1]!.pubkey}/revoke`,
+      {
+        method: 'POST',
+        headers: { authorization: 'Bearer test-admin-token-0123456789' },
+      },
+    );
+    await waitFor(async () => (await firedCounts([fine.scheduleId]))[0]?.n === 1, { timeoutMs: 5000 });
+    const skipped = await waitFor(async () => {
+      const r = await db.query('SELECT finished_at, occurrences FROM schedules WHERE id = $1', [
+        doomed.scheduleId,
+      ]);
+      return r.rows[0]?.finished_at ? r.rows[0] : undefined;
+    });
+    expect(skipped.occurrences).toBe(1);
+    expect((await firedCounts([doomed.scheduleId]))[0]?.n).toBe(0);
+  });
+
   it('still fires each occurrence exactly once when a node is killed as they come due', async () => {
     const at = Date.now() + 2000;
     const { ids } = await createDue(40, at);

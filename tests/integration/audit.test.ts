@@ -2,6 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Frame } from '../../client/frames.js';
 import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { runWorkbench } from '../helpers/cli.js';
+import { helloFrame, rawSession } from '../helpers/hello.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 
@@ -68,6 +69,18 @@ describe('audit chain', () => {
     await expect(b.request({ type: 'audit.query', limit: 0 })).rejects.toThrow('bad_request');
     const verify = await b.request<Verify>({ type: 'audit.verify' });
     expect(verify).toMatchObject({ type: 'audit.verify_result', valid: true, entries: 6, forks: [] });
+  });
+
+  it('keeps one chain whatever the case of the mesh id a peer signs with', async () => {
+    const mesh = await createMesh(node, 2);
+    const upper = { ...mesh, meshId: mesh.meshId.toUpperCase() };
+    const socket = await rawSession(node.wsUrl, helloFrame(upper, mesh.members[0]!));
+    const lower = await connectPeer(node.wsUrl, mesh, mesh.members[1]!);
+    socket.send({ type: 'send', id: 'u1', to: mesh.members[1]!.pubkey, body: 'hi', rid: 's' });
+    await socket.next((f) => f.rid === 's');
+    const verify = await lower.request<Verify>({ type: 'audit.verify' });
+    expect(verify).toMatchObject({ valid: true, entries: 3, forks: [] });
+    socket.close();
   });
 
   it('refuses UPDATE, DELETE and TRUNCATE of audit rows in the database itself', async () => {

@@ -71,6 +71,13 @@ describe('bad input on the WebSocket', () => {
       'no message 999999',
     ],
     ['a second hello', { type: 'hello', v: 1 }, 'bad_request', 'hello already accepted'],
+    [
+      'a lone surrogate',
+      '{"type":"send","id":"\\ud800","to":"*","body":"x"}',
+      'bad_request',
+      'well-formed Unicode',
+    ],
+    ['a NUL character', '{"type":"send","id":"a\\u0000b","to":"*","body":"x"}', 'bad_request', 'without NUL'],
   ])('answers %s with an error frame and stays open', async (_name, frame, code, message) => {
     const error = await errorFor(frame);
     expect(error.code).toBe(code);

@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestNode, type TestNode } from '../helpers/broker.js';
+import { helloFrame } from '../helpers/hello.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
 import { ThrowawayPostgres } from '../helpers/pg-cluster.js';
+import { RawSocket } from '../helpers/raw.js';
 import { waitFor } from '../helpers/wait.js';
 
 let postgres: ThrowawayPostgres;
@@ -31,6 +33,7 @@ describe('/health', () => {
   });
 
   it('answers 503 while Postgres is down and 200 again once it is back, without a restart', async () => {
+    const mesh = await createMesh(node, 2);
     postgres.stop();
     const down = await waitFor(async () => {
       const h = await health();
@@ -38,11 +41,14 @@ describe('/health', () => {
     });
     expect(down.body).toMatchObject({ status: 'unavailable', node: node.nodeId, db: 'down' });
     expect(await (await fetch(`${node.url}/metrics`)).text()).toMatch(/mesh_broker_db_up\{node="[^"]+"\} 0/);
+    // A hello meanwhile is closed with 1011 (retry), not left hanging nor refused as if it were bad.
+    const socket = await RawSocket.open(node.wsUrl);
+    socket.send(helloFrame(mesh, mesh.members[0]!));
+    expect((await socket.closed).code).toBe(1011);
 
     postgres.start();
     await waitFor(async () => (await health()).status === 200, { timeoutMs: 15_000, what: 'health 200' });
     // And the node really serves again: a peer connects and messages flow.
-    const mesh = await createMesh(node, 2);
     const a = await connectPeer(node.wsUrl, mesh, mesh.members[0]!);
     const b = await connectPeer(node.wsUrl, mesh, mesh.members[1]!);
     const got = b.next('message');
