@@ -45,8 +45,10 @@ import { LocalStreams } from './streams/streams.local.js';
 import { SharedStreams } from './streams/streams.shared.js';
 import { type RowSwitch, Switch } from './switching.js';
 import { notifyWatch } from './watches/notify.js';
+import { WatchPoller } from './watches/poller.js';
 import type { WatchRunner } from './watches/runner.js';
 import { LocalWatchRunner } from './watches/runner.local.js';
+import { SharedWatchRunner } from './watches/runner.shared.js';
 import type { WatchStore } from './watches/store.js';
 
 /** One implementation per state row (connections stay per node: the ConnectionRegistry). */
@@ -290,19 +292,33 @@ export function createModules(context: ModuleContext): NodeModules {
       }
     },
   );
+  // One poller: the two runners only decide which watches this node polls.
+  const poller = new WatchPoller(
+    context.watchStore,
+    notifyWatch(context.messages, delivery.view, metrics),
+    {
+      timeoutMs: config.watchFetchTimeoutMs,
+      maxBytes: config.watchMaxBytes,
+      allowPrivate: config.watchAllowPrivate,
+    },
+    log,
+  );
+  const sharedWatches = new SharedWatchRunner({
+    pool,
+    poller,
+    nodeId: config.nodeId,
+    leaseMs: config.nodeDeadMs,
+    nodeDeadMs: config.nodeDeadMs,
+    log,
+  });
   const watches = new Switch<WatchRunner>(
     'ha.watches',
-    new LocalWatchRunner(
-      context.watchStore,
-      notifyWatch(context.messages, delivery.view, metrics),
-      {
-        timeoutMs: config.watchFetchTimeoutMs,
-        maxBytes: config.watchMaxBytes,
-        allowPrivate: config.watchAllowPrivate,
-      },
-      log,
-    ),
-    undefined,
+    new LocalWatchRunner(context.watchStore, poller, log),
+    sharedWatches,
+    async (_from, _to, target) => {
+      if (target === 'shared') sharedWatches.activate();
+      else await sharedWatches.deactivate();
+    },
   );
   return {
     modules: {

@@ -230,6 +230,8 @@ export const watches = pgTable(
     lastError: text('last_error'),
     /** The node polling the watch. */
     ownerNode: text('owner_node'),
+    /** Shared watches: the owner's lease; past it, any node may adopt the watch. */
+    leaseUntil: timestamp('lease_until', { withTimezone: true, precision: 3 }),
     createdAt: createdAt(),
     deletedAt: timestamp('deleted_at', { withTimezone: true, precision: 3 }),
   },

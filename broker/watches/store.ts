@@ -20,7 +20,7 @@ export interface Watch {
   createdAt: Date;
 }
 
-const COLUMNS = `w.id AS "watchId", w.mesh_id AS "meshId", w.member_id AS "memberId", w.session_id AS "sessionId",
+export const WATCH_COLUMNS = `w.id AS "watchId", w.mesh_id AS "meshId", w.member_id AS "memberId", w.session_id AS "sessionId",
   m.pubkey AS creator, w.url, w.mode, w.extract, w.interval_sec AS "intervalSec", w.notify_on AS "notifyOn",
   w.last_value AS "lastValue", w.last_checked_at AS "lastCheckedAt", w.last_error AS "lastError",
   w.created_at AS "createdAt"`;
@@ -84,7 +84,7 @@ export class WatchStore {
 
   async get(watchId: string): Promise<Watch | undefined> {
     const result = await this.pool.query<Watch>(
-      `SELECT ${COLUMNS} FROM watches w JOIN members m ON m.id = w.member_id WHERE w.id = $1 AND w.deleted_at IS NULL`,
+      `SELECT ${WATCH_COLUMNS} FROM watches w JOIN members m ON m.id = w.member_id WHERE w.id = $1 AND w.deleted_at IS NULL`,
       [watchId],
     );
     return result.rows[0];
@@ -112,7 +112,7 @@ export class WatchStore {
 
   async list(meshId: string, memberId: number): Promise<Watch[]> {
     const result = await this.pool.query<Watch>(
-      `SELECT ${COLUMNS} FROM watches w JOIN members m ON m.id = w.member_id
+      `SELECT ${WATCH_COLUMNS} FROM watches w JOIN members m ON m.id = w.member_id
         WHERE w.mesh_id = $1 AND w.member_id = $2 AND w.deleted_at IS NULL ORDER BY w.created_at`,
       [meshId, memberId],
     );

@@ -1,0 +1,80 @@
+import type { Logger } from '../log.js';
+import { type FetchOptions, fetchWatchValue, parseNotifyOn, shouldNotify } from './fetch-value.js';
+import type { NotifyWatch } from './runner.js';
+import type { Watch, WatchStore } from './store.js';
+
+interface Polled {
+  watch: Watch;
+  timer: NodeJS.Timeout | undefined;
+  lastValue: string | null;
+}
+
+/**
+ * Polls the watches this node runs, each on its own timer: the first poll at once, then every
+ * `intervalSec`. What a runner decides is only which watches this node polls.
+ */
+export class WatchPoller {
+  private readonly polled = new Map<string, Polled>();
+
+  constructor(
+    private readonly store: WatchStore,
+    private readonly notify: NotifyWatch,
+    private readonly fetchOptions: FetchOptions,
+    private readonly log: Logger,
+  ) {}
+
+  has(watchId: string): boolean {
+    return this.polled.has(watchId);
+  }
+
+  ids(): string[] {
+    return [...this.polled.keys()];
+  }
+
+  watches(): Watch[] {
+    return [...this.polled.values()].map((entry) => entry.watch);
+  }
+
+  start(watch: Watch): void {
+    if (this.polled.has(watch.watchId)) return;
+    const entry: Polled = { watch, timer: undefined, lastValue: watch.lastValue };
+    this.polled.set(watch.watchId, entry);
+    void this.poll(entry);
+  }
+
+  stop(watchId: string): void {
+    clearTimeout(this.polled.get(watchId)?.timer);
+    this.polled.delete(watchId);
+  }
+
+  stopAll(): void {
+    for (const id of this.ids()) this.stop(id);
+  }
+
+  private async poll(entry: Polled): Promise<void> {
+    const { watch } = entry;
+    let value: string | null = null;
+    let error: string | null = null;
+    try {
+      value = await fetchWatchValue(watch.url, watch.mode, watch.extract ?? undefined, this.fetchOptions);
+    } catch (failure) {
+      error = (failure as Error).message;
+    }
+    if (this.polled.get(watch.watchId) !== entry) return; // stopped while fetching
+    try {
+      if (
+        value !== null &&
+        shouldNotify(parseNotifyOn(watch.notifyOn), entry.lastValue ?? undefined, value)
+      ) {
+        await this.notify(watch, entry.lastValue, value);
+      }
+      if (value !== null) entry.lastValue = value;
+      await this.store.recordPoll(watch.watchId, value, error);
+    } catch (failure) {
+      this.log.warn({ err: failure, watchId: watch.watchId }, 'watch poll bookkeeping failed');
+    }
+    if (this.polled.get(watch.watchId) !== entry) return;
+    entry.timer = setTimeout(() => void this.poll(entry), watch.intervalSec * 1000);
+    entry.timer.unref();
+  }
+}

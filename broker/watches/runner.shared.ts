@@ -1,0 +1,133 @@
+import type { Pool } from '../db/pool.js';
+import type { Logger } from '../log.js';
+import type { WatchPoller } from './poller.js';
+import type { WatchRunner } from './runner.js';
+import { WATCH_COLUMNS, type Watch } from './store.js';
+
+export interface SharedWatchRunnerOptions {
+  pool: Pool;
+  poller: WatchPoller;
+  nodeId: string;
+  /** How long an owner's lease lasts; renewed every third of it. */
+  leaseMs: number;
+  /** Nodes whose heartbeat is older than this are not counted when sharing watches out. */
+  nodeDeadMs: number;
+  log: Logger;
+}
+
+/**
+ * Watch ownership across nodes (flag `ha.watches`). Each live watch is owned by one node through a lease
+ * (`owner_node`, `lease_until`) and polled only by its owner. Every third of a lease, each node:
+ * 1. renews the leases of the watches it owns; a watch deleted on any node (or taken over) is no longer
+ *    returned, and its polling stops here;
+ * 2. gives back watches above its fair share (total / live nodes, rounded up), so ownership balances;
+ * 3. adopts orphans (no owner, or a lease that ran out: a dead or drained node's) up to its fair share,
+ *    with `FOR UPDATE SKIP LOCKED` so two nodes never adopt the same watch.
+ * A watch belongs to its member, not to a session: it survives its creator reconnecting anywhere and its
+ * owner node dying (adopted within a lease). Bound: an orphan is polled again within leaseMs + leaseMs/3.
+ */
+export class SharedWatchRunner implements WatchRunner {
+  private timer: NodeJS.Timeout | undefined;
+  private round: Promise<void> | undefined;
+
+  constructor(private readonly options: SharedWatchRunnerOptions) {}
+
+  async start(): Promise<void> {
+    this.activate();
+  }
+
+  activate(): void {
+    this.timer ??= setInterval(() => void this.rebalance(), Math.max(100, this.options.leaseMs / 3));
+    this.timer.unref();
+    void this.rebalance();
+  }
+
+  /** Stops polling and gives the leases back at once (others adopt them at their next round). */
+  async deactivate(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    await this.round;
+    this.options.poller.stopAll();
+    await this.options.pool
+      .query('UPDATE watches SET owner_node = NULL, lease_until = NULL WHERE owner_node = $1', [
+        this.options.nodeId,
+      ])
+      .catch((error) => this.options.log.warn({ err: error }, 'could not give watch leases back'));
+  }
+
+  created(watch: Watch): void {
+    // The creating node owns a new watch first (store.create wrote owner_node); the lease starts now.
+    void this.options.pool
+      .query(`UPDATE watches SET lease_until = now() + make_interval(secs => $2 / 1000.0) WHERE id = $1`, [
+        watch.watchId,
+        this.options.leaseMs,
+      ])
+      .then(() => this.options.poller.start(watch))
+      .catch((error) => this.options.log.warn({ err: error }, 'could not lease a new watch'));
+  }
+
+  deleted(watchId: string): void {
+    this.options.poller.stop(watchId);
+  }
+
+  async sessionEnded(): Promise<void> {} // watches outlive sessions here
+
+  close(): Promise<void> {
+    return this.deactivate();
+  }
+
+  rebalance(): Promise<void> {
+    this.round ??= this.rebalanceOnce().finally(() => {
+      this.round = undefined;
+    });
+    return this.round;
+  }
+
+  private async rebalanceOnce(): Promise<void> {
+    const { pool, poller, nodeId, leaseMs, nodeDeadMs } = this.options;
+    try {
+      const renewed = await pool.query<{ id: string }>(
+        `UPDATE watches SET lease_until = now() + make_interval(secs => $2 / 1000.0)
+          WHERE owner_node = $1 AND deleted_at IS NULL RETURNING id`,
+        [nodeId, leaseMs],
+      );
+      const mine = new Set(renewed.rows.map((r) => r.id));
+      for (const id of poller.ids()) if (!mine.has(id)) poller.stop(id);
+
+      const counts = await pool.query<{ total: number; nodes: number }>(
+        `SELECT (SELECT count(*)::int FROM watches WHERE deleted_at IS NULL) AS total,
+                (SELECT count(*)::int FROM nodes WHERE stopped_at IS NULL
+                    AND heartbeat_at > now() - make_interval(secs => $1 / 1000.0)) AS nodes`,
+        [nodeDeadMs],
+      );
+      const { total, nodes } = counts.rows[0]!;
+      const share = Math.ceil(total / Math.max(1, nodes));
+
+      if (mine.size > share) {
+        const excess = [...mine].slice(share);
+        await pool.query(
+          'UPDATE watches SET owner_node = NULL, lease_until = NULL WHERE id = ANY ($1::uuid[]) AND owner_node = $2',
+          [excess, nodeId],
+        );
+        for (const id of excess) poller.stop(id);
+        return;
+      }
+      const need = share - mine.size;
+      if (need <= 0) return;
+      const adopted = await pool.query<Watch>(
+        `WITH picked AS (
+           SELECT id FROM watches
+            WHERE deleted_at IS NULL AND (owner_node IS NULL OR lease_until IS NULL OR lease_until < now())
+            ORDER BY created_at LIMIT $3 FOR UPDATE SKIP LOCKED)
+         UPDATE watches w SET owner_node = $1, lease_until = now() + make_interval(secs => $2 / 1000.0)
+           FROM picked, members m
+          WHERE w.id = picked.id AND m.id = w.member_id
+          RETURNING ${WATCH_COLUMNS}`,
+        [nodeId, leaseMs, need],
+      );
+      for (const watch of adopted.rows) poller.start(watch);
+    } catch (error) {
+      this.options.log.warn({ err: error }, 'watch lease round failed; the next one retries');
+    }
+  }
+}

@@ -1,0 +1,1 @@
+ALTER TABLE "watches" ADD COLUMN "lease_until" timestamp (3) with time zone;
