@@ -115,7 +115,7 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
   });
   await bus.start();
 
-  const { modules, switches } = createModules({
+  const { modules, switches, startBackground, backgroundActive } = createModules({
     config,
     redis,
     bus,
@@ -160,10 +160,11 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
     switches,
     metrics,
     log,
-    onChange: (changed, snapshot) => {
+    onChange: (changed, snapshot, initial) => {
       heartbeat?.beatNow();
-      // A hand edit of the file has no author: the first node to see it records it (once, cluster-wide).
-      if (snapshot.source !== 'file') return;
+      // A hand edit of the file has no author: the first node to see it change records it (once,
+      // cluster-wide). What a node reads when it starts is not a change (it may be a stray copy).
+      if (snapshot.source !== 'file' || initial) return;
       for (const { flag, value } of changed) {
         recordFlagChange(pool, {
           environment: config.flagsEnv,
@@ -262,7 +263,14 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
   registerErrorHandler(app);
   await app.register(websocket, { options: { maxPayload: config.maxFrameBytes } });
   app.get('/ws', { websocket: true }, (socket, request) => gateway.accept(socket, request));
-  registerHealth(app, { nodeId: config.nodeId, pool, redis, metrics, draining: () => draining });
+  registerHealth(app, {
+    nodeId: config.nodeId,
+    pool,
+    redis,
+    metrics,
+    draining: () => draining,
+    backgroundActive,
+  });
   app.get('/metrics', async (_request, reply) =>
     reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),
   );
@@ -281,8 +289,7 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
   });
 
   await modules.presence.start();
-  await modules.scheduler.start();
-  await modules.watches.start();
+  await startBackground();
   const address = await app.listen({ host: config.host, port: config.port });
   const url = address.replace('[::1]', 'localhost');
   heartbeat = new NodeHeartbeat(pool, config.nodeId, url, config.heartbeatMs, log, () => ({

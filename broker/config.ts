@@ -63,6 +63,8 @@ export interface BrokerConfig {
   nodeDeadMs: number;
   /** Shared schedules: how often every node looks for due occurrences. */
   schedulePollMs: number;
+  /** Phase 1: how long the active lease lasts (a standby takes over within about this after a kill). */
+  activeLeaseTtlMs: number;
 }
 
 export class ConfigError extends Error {
@@ -186,5 +188,6 @@ export function loadConfig(env: Env = process.env): BrokerConfig {
     sweepMinAgeMs: int(env, 'SWEEP_MIN_AGE_MS', 500, 0, 600_000),
     nodeDeadMs: int(env, 'NODE_DEAD_MS', 0, 0, 3_600_000) || 3 * heartbeatMs,
     schedulePollMs: int(env, 'SCHEDULE_POLL_MS', 500, 20, 60_000),
+    activeLeaseTtlMs: int(env, 'ACTIVE_LEASE_TTL_MS', 2000, 200, 600_000),
   };
 }

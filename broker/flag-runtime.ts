@@ -38,7 +38,7 @@ export interface FlagRuntimeOptions {
   metrics: BrokerMetrics;
   log: Logger;
   /** A provider value changed (after the switches moved): report it now, record it if needed. */
-  onChange: (changed: Array<{ flag: FlagKey; value: boolean }>, snapshot: FlagSnapshot) => void;
+  onChange: (changed: Array<{ flag: FlagKey; value: boolean }>, snapshot: FlagSnapshot, initial: boolean) => void;
 }
 
 export class FlagRuntime {
@@ -137,7 +137,8 @@ export class FlagRuntime {
     }
     for (const row of this.options.switches)
       metrics.flagEnabled.set({ flag: row.flag }, row.using === 'shared' ? 1 : 0);
+    const initial = this.applied === undefined || this.applied.source !== snapshot.source;
     this.applied = snapshot;
-    if (changed.length > 0) this.options.onChange(changed, snapshot);
+    if (changed.length > 0) this.options.onChange(changed, snapshot, initial);
   }
 }

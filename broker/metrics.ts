@@ -125,6 +125,12 @@ export class BrokerMetrics {
     registers: [this.registry],
   });
 
+  readonly activeLease = new Gauge({
+    name: 'mesh_broker_active_lease_held',
+    help: '1 while this node holds the cluster active lease (ha.active-lease) and runs the background work',
+    registers: [this.registry],
+  });
+
   readonly dbUp = new Gauge({
     name: 'mesh_broker_db_up',
     help: '1 when the last health check reached Postgres',

@@ -21,6 +21,8 @@ import type { MessageStore } from './delivery/store.js';
 import type { NonceGuard } from './hello/nonces.js';
 import { LocalNonceGuard } from './hello/nonces.local.js';
 import { SharedNonceGuard } from './hello/nonces.shared.js';
+import { ActiveLease } from './lease/active-lease.js';
+import { AlwaysActive, type BackgroundGate } from './lease/background-gate.js';
 import type { ConnectionCap } from './limits/connection-cap.js';
 import { LocalConnectionCap } from './limits/connection-cap.local.js';
 import { SharedConnectionCap } from './limits/connection-cap.shared.js';
@@ -97,10 +99,28 @@ export interface NodeModules {
   modules: StateModules;
   /** One per row, for the flag runtime, in the order they close at shutdown. */
   switches: RowSwitch[];
+  /** Starts the background work if the gate allows it (node start), and keeps it matched after. */
+  startBackground: () => Promise<void>;
+  backgroundActive: () => boolean;
 }
 
 export function createModules(context: ModuleContext): NodeModules {
   const { config, pool, log, metrics, connections, sinks, redis, bus } = context;
+  // Background work (schedules, watch polling) runs only where the gate allows it: with `ha.active-lease`
+  // on, on the node holding the cluster's active lease. Decided here, before the modules it governs.
+  let backgroundRunning = false;
+  const activeLease = new ActiveLease({ pool, nodeId: config.nodeId, ttlMs: config.activeLeaseTtlMs, log });
+  const gate = new Switch<BackgroundGate>(
+    'ha.active-lease',
+    new AlwaysActive(),
+    activeLease,
+    async (_from, _to, target) => {
+      if (target === 'shared') await activeLease.start();
+      else await activeLease.close();
+    },
+    () => applyBackground(),
+  );
+  activeLease.onChange(() => void applyBackground());
   const auditCounters = (mode: 'local' | 'shared') => ({
     appended: (count: number) => metrics.auditAppends.inc({ mode }, count),
     failed: (count: number) => metrics.auditAppendFailures.inc(count),
@@ -285,10 +305,10 @@ export function createModules(context: ModuleContext): NodeModules {
     async (_from, _to, target) => {
       if (target === 'shared') {
         await localScheduler.close();
-        sharedScheduler.activate();
+        if (backgroundRunning) sharedScheduler.activate();
       } else {
         await sharedScheduler.deactivate();
-        await localScheduler.start();
+        if (backgroundRunning) await localScheduler.start();
       }
     },
   );
@@ -316,11 +336,36 @@ export function createModules(context: ModuleContext): NodeModules {
     new LocalWatchRunner(context.watchStore, poller, log),
     sharedWatches,
     async (_from, _to, target) => {
-      if (target === 'shared') sharedWatches.activate();
+      if (target === 'shared' && backgroundRunning) sharedWatches.activate();
       else await sharedWatches.deactivate();
     },
   );
+
+  /** Starts or stops this node's background work to match the gate (and at node start). */
+  let applying: Promise<void> = Promise.resolve();
+  const applyBackground = (): Promise<void> => {
+    applying = applying.then(async () => {
+      const allowed = gate.view.isActive();
+      metrics.activeLease.set(gate.using === 'shared' && allowed ? 1 : 0);
+      if (allowed === backgroundRunning) return;
+      backgroundRunning = allowed;
+      log.info(
+        { backgroundWork: allowed },
+        allowed ? 'running background work' : 'background work stopped (standby)',
+      );
+      if (allowed) {
+        await scheduler.view.start();
+        await watches.view.start();
+      } else {
+        await scheduler.view.close();
+        await watches.view.close();
+      }
+    });
+    return applying;
+  };
   return {
+    startBackground: applyBackground,
+    backgroundActive: () => backgroundRunning,
     modules: {
       audit: audit.view,
       limits: limits.view,
@@ -335,6 +380,19 @@ export function createModules(context: ModuleContext): NodeModules {
       watches: watches.view,
     },
     // Background work stops first, the audit log drains after everything that records, presence last.
-    switches: [scheduler, watches, clocks, mcp, streams, delivery, audit, presence, nonces, cap, limits],
+    switches: [
+      gate,
+      scheduler,
+      watches,
+      clocks,
+      mcp,
+      streams,
+      delivery,
+      audit,
+      presence,
+      nonces,
+      cap,
+      limits,
+    ],
   };
 }

@@ -34,6 +34,8 @@ export class Switch<T extends object> implements RowSwitch {
     private readonly local: T,
     private readonly shared: T | undefined,
     private readonly handOver: HandOver<T> = async () => {},
+    /** Runs once calls go to the new implementation. */
+    private readonly afterSwitch: () => Promise<void> = async () => {},
   ) {
     this.active = local;
     this.view = new Proxy(local, {
@@ -66,5 +68,6 @@ export class Switch<T extends object> implements RowSwitch {
     await this.handOver(this.active, to, target);
     this.active = to;
     this.using = target;
+    await this.afterSwitch();
   }
 }

@@ -311,3 +311,12 @@ export const scheduleOccurrences = pgTable(
   },
   (t) => [primaryKey({ name: 'schedule_occurrences_pk', columns: [t.scheduleId, t.occurrence] })],
 );
+
+/** Cluster-wide leases, such as the active lease of phase 1 (the node allowed to run background work). */
+export const clusterLeases = pgTable('cluster_leases', {
+  name: text('name').primaryKey(),
+  holder: text('holder').notNull(),
+  /** Bumped on every change of holder: a term number. */
+  epoch: bigint('epoch', { mode: 'number' }).notNull().default(1),
+  expiresAt: timestamp('expires_at', { withTimezone: true, precision: 3 }).notNull(),
+});

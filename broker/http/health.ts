@@ -23,6 +23,8 @@ export interface HealthOptions {
   redis: Redis;
   metrics: BrokerMetrics;
   draining: () => boolean;
+  /** Whether this node runs the cluster's background work (false on a phase-1 standby). */
+  backgroundActive: () => boolean;
 }
 
 /**
@@ -47,8 +49,12 @@ export function registerHealth(app: FastifyInstance, options: HealthOptions): vo
     options.metrics.redisUp.set(redis === 'up' ? 1 : 0);
     const draining = options.draining();
     const ok = db === 'up' && !draining;
-    return reply
-      .code(ok ? 200 : 503)
-      .send({ status: ok ? 'ok' : draining ? 'draining' : 'unavailable', node: options.nodeId, db, redis });
+    return reply.code(ok ? 200 : 503).send({
+      status: ok ? 'ok' : draining ? 'draining' : 'unavailable',
+      node: options.nodeId,
+      db,
+      redis,
+      backgroundWork: options.backgroundActive() ? 'active' : 'standby',
+    });
   });
 }

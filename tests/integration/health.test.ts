@@ -28,7 +28,7 @@ describe('/health', () => {
   it('answers 200 with node, db and redis while Postgres answers', async () => {
     expect(await health()).toEqual({
       status: 200,
-      body: { status: 'ok', node: node.nodeId, db: 'up', redis: 'up' },
+      body: { status: 'ok', node: node.nodeId, db: 'up', redis: 'up', backgroundWork: 'active' },
     });
   });
 

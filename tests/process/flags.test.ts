@@ -83,8 +83,10 @@ describe('flags over three node processes (file provider)', () => {
       error: null,
     });
     expect(report.flags['ha.audit']).toEqual({ value: false, acting: false, row: 'audit lastHash' });
-    expect(report.flags['ha.active-lease']).toMatchObject({
-      note: 'no shared implementation in this build yet',
+    expect(report.flags['ha.active-lease']).toEqual({
+      value: false,
+      acting: false,
+      row: 'background work on a warm standby',
     });
     const metrics = await (await fetch(`${nodes[0]!.url}/metrics`)).text();
     expect(metrics).toContain('mesh_broker_flag_enabled{flag="ha.audit",node="f1"} 0');
@@ -130,19 +132,32 @@ describe('flags over three node processes (file provider)', () => {
     expect(listed.code).toBe(0);
     const auditLine = listed.stdout.split('\n').find((l) => l.startsWith('ha.audit'))!;
     expect(auditLine).toMatch(/^ha\.audit\s+3\s+on\s+on\s+on\s+on$/);
-    // ha.active-lease has no implementation in this build yet: the nodes cannot act on it, and the list says so.
-    await runWorkbench(['flags', 'set', 'ha.active-lease', 'on', '--env', ENV], cliEnv);
-    await waitFor(async () => (await flagsOf(nodes[2]!)).flags['ha.active-lease']!.value);
-    const json = JSON.parse((await runWorkbench(['flags', 'list', '--env', ENV, '--json'], cliEnv)).stdout);
-    const lease = json.flags.find((f: { flag: string }) => f.flag === 'ha.active-lease');
-    expect(lease).toMatchObject({ desired: true, disagree: true });
-    expect(lease.nodes.f1).toEqual({
-      value: true,
-      acting: false,
-      row: 'background work on a warm standby',
-      note: expect.any(String),
+    // A misconfigured node of the environment (its own copy of the flags folder) acts otherwise: shown.
+    const strayDir = mkdtempSync(join(tmpdir(), 'wb-flags-stray-'));
+    writeFileSync(join(strayDir, `${ENV}.json`), renderFlagsDocument(defaultFlagValues()));
+    const stray = await spawnBrokerProcess(db.url, {
+      FLAGS_DIR: strayDir,
+      FLAGS_ENV: ENV,
+      REDIS_KEY_PREFIX: prefix,
+      HEARTBEAT_MS: '500',
+      NODE_ID: 'f4',
     });
-    expect(json.nodes).toEqual(['f1', 'f2', 'f3']);
+    try {
+      const json = JSON.parse((await runWorkbench(['flags', 'list', '--env', ENV, '--json'], cliEnv)).stdout);
+      const audit = json.flags.find((f: { flag: string }) => f.flag === 'ha.audit');
+      expect(audit).toMatchObject({ desired: true, disagree: true });
+      expect(audit.nodes.f1).toEqual({ value: true, acting: true, row: 'audit lastHash' });
+      expect(audit.nodes.f4).toEqual({ value: false, acting: false, row: 'audit lastHash' });
+      expect(json.nodes).toEqual(['f1', 'f2', 'f3', 'f4']);
+      const table = (await runWorkbench(['flags', 'list', '--env', ENV], cliEnv)).stdout;
+      expect(table.split('\n').find((l) => l.startsWith('ha.audit'))).toMatch(
+        /^ha\.audit\s+3\s+on\s+on\s+on\s+on\s+off\s+DISAGREE$/,
+      );
+    } finally {
+      stray.process.kill('SIGTERM');
+      await stray.exited;
+      rmSync(strayDir, { recursive: true, force: true });
+    }
   });
 
   it('follows a hand edit of the file, audited once by the first node to see it', async () => {

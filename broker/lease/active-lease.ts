@@ -1,0 +1,99 @@
+import type { Pool } from '../db/pool.js';
+import type { Logger } from '../log.js';
+import type { BackgroundGate } from './background-gate.js';
+
+const LEASE = 'active';
+
+export interface ActiveLeaseOptions {
+  pool: Pool;
+  nodeId: string;
+  /** How long a claim lasts; renewed every quarter of it. Bound on a standby's takeover after a kill. */
+  ttlMs: number;
+  log: Logger;
+}
+
+/**
+ * The cluster's active lease (flag `ha.active-lease`): one row, claimed with one atomic upsert that only
+ * succeeds if the lease is free, expired, or already this node's; renewed every ttl/4. A node trusts its
+ * claim only for half the lease after each renewal, so a node that cannot renew (database
+ * unreachable, process stalled) stops its background work before anybody else can take over. Drain gives
+ * the lease up at once, so the standby takes over without waiting for the expiry.
+ */
+export class ActiveLease implements BackgroundGate {
+  private readonly listeners: Array<(active: boolean) => void> = [];
+  private timer: NodeJS.Timeout | undefined;
+  private trustedUntil = 0;
+  private active = false;
+  private running: Promise<void> | undefined;
+
+  constructor(private readonly options: ActiveLeaseOptions) {}
+
+  isActive(): boolean {
+    return this.active && Date.now() < this.trustedUntil;
+  }
+
+  onChange(listener: (active: boolean) => void): void {
+    this.listeners.push(listener);
+  }
+
+  async start(): Promise<void> {
+    this.timer ??= setInterval(() => void this.round(), Math.max(50, this.options.ttlMs / 4));
+    this.timer.unref();
+    await this.round();
+  }
+
+  async close(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    await this.running;
+    if (this.active) {
+      await this.options.pool
+        .query('UPDATE cluster_leases SET expires_at = now() WHERE name = $1 AND holder = $2', [
+          LEASE,
+          this.options.nodeId,
+        ])
+        .catch((error) => this.options.log.warn({ err: error }, 'could not give the active lease up'));
+    }
+    this.set(false);
+  }
+
+  private round(): Promise<void> {
+    this.running ??= this.claim().finally(() => {
+      this.running = undefined;
+    });
+    return this.running;
+  }
+
+  private async claim(): Promise<void> {
+    const { pool, nodeId, ttlMs, log } = this.options;
+    const startedAt = Date.now();
+    try {
+      const result = await pool.query<{ holder: string; epoch: number }>(
+        `INSERT INTO cluster_leases (name, holder, epoch, expires_at)
+         VALUES ($1, $2, 1, now() + make_interval(secs => $3 / 1000.0))
+         ON CONFLICT (name) DO UPDATE
+           SET epoch = CASE WHEN cluster_leases.holder = excluded.holder THEN cluster_leases.epoch
+                            ELSE cluster_leases.epoch + 1 END,
+               holder = excluded.holder, expires_at = excluded.expires_at
+           WHERE cluster_leases.holder = excluded.holder OR cluster_leases.expires_at < now()
+         RETURNING holder, epoch`,
+        [LEASE, nodeId, ttlMs],
+      );
+      const mine = result.rows[0]?.holder === nodeId;
+      // Trusted for half the lease from before the claim was sent: with rounds every quarter, a node that
+      // stops renewing notices within three quarters, before the lease expires for the others.
+      if (mine) this.trustedUntil = startedAt + ttlMs / 2;
+      if (mine && !this.active) log.info({ epoch: result.rows[0]?.epoch }, 'holding the active lease');
+      this.set(mine);
+    } catch (error) {
+      log.warn({ err: error }, 'active lease round failed');
+      this.set(this.isActive());
+    }
+  }
+
+  private set(active: boolean): void {
+    if (active === this.active) return;
+    this.active = active;
+    for (const listener of this.listeners) listener(active);
+  }
+}
