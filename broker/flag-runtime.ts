@@ -38,7 +38,11 @@ export interface FlagRuntimeOptions {
   metrics: BrokerMetrics;
   log: Logger;
   /** A provider value changed (after the switches moved): report it now, record it if needed. */
-  onChange: (changed: Array<{ flag: FlagKey; value: boolean }>, snapshot: FlagSnapshot, initial: boolean) => void;
+  onChange: (
+    changed: Array<{ flag: FlagKey; value: boolean }>,
+    snapshot: FlagSnapshot,
+    initial: boolean,
+  ) => void;
 }
 
 export class FlagRuntime {
