@@ -67,4 +67,30 @@ describe('mesh clock with one leader (ha.clock on, three nodes)', () => {
     const persisted = await db.query('SELECT tick, epoch FROM mesh_clocks WHERE mesh_id = $1', [mesh.meshId]);
     expect(Number(persisted.rows[0]!.tick)).toBeGreaterThanOrEqual(seq[seq.length - 1]!);
   });
+
+  it('steps down when its lock connection is cut, and the clock goes on under a new epoch without repeating', async () => {
+    // After the kills above one node is left: it loses its lock with the connection and wins it back.
+    const alive = [...cluster.nodes.values()].filter(
+      (n) => n.process.exitCode === null && n.process.signalCode === null,
+    );
+    const mesh = await cluster.createMesh(1, alive[0]);
+    const peers = [await connectPeer(alive[0]!.wsUrl, mesh, mesh.members[0]!)];
+    const seen: Array<{ tick: number; epoch: number }> = [];
+    peers[0]!.on(
+      'frame',
+      (f) => f.type === 'clock.tick' && seen.push({ tick: Number(f.tick), epoch: Number(f.epoch) }),
+    );
+    await peers[0]!.request({ type: 'clock.set', speed: 5 });
+    await waitFor(() => seen.length >= 3);
+    const before = await peers[0]!.request<Status>({ type: 'clock.get' });
+    // Cut the leader's lock connection from the database side (a network blip, a failover).
+    await db.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [
+      `mesh-broker:${before.leader}:clock-leases`,
+    ]);
+    await waitFor(() => seen.some((t) => t.epoch > before.epoch), { timeoutMs: 5000, what: 'a new epoch' });
+    const after = await peers[0]!.request<Status>({ type: 'clock.get' });
+    expect(after.epoch).toBeGreaterThan(before.epoch);
+    const ticks = seen.map((t) => t.tick);
+    for (let i = 1; i < ticks.length; i++) expect(ticks[i]!).toBeGreaterThan(ticks[i - 1]!);
+  });
 });
