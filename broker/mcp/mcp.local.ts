@@ -1,7 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import type { SessionIdentity } from '../connections/connection.js';
 import { ProtocolError } from '../protocol/errors.js';
-import type { McpCall, McpRegistry, McpResult, McpServerEntry, McpSink, McpTool } from './mcp.js';
+import {
+  assertCallable,
+  type McpCall,
+  type McpRegistry,
+  type McpResult,
+  type McpServerEntry,
+  type McpSink,
+  type McpTool,
+} from './mcp.js';
 
 interface PendingCall {
   callerSession: string;
@@ -70,11 +78,7 @@ export class LocalMcpRegistry implements McpRegistry {
 
   async call(caller: SessionIdentity, call: McpCall): Promise<void> {
     const entry = this.servers.get(caller.meshId)?.get(call.server);
-    if (!entry) throw new ProtocolError('not_found', `no server "${call.server}" in this mesh`);
-    if (!entry.tools.some((tool) => tool.name === call.tool)) {
-      throw new ProtocolError('not_found', `server "${call.server}" has no tool "${call.tool}"`);
-    }
-    if (!entry.online) throw new ProtocolError('unavailable', `the host of "${call.server}" is offline`);
+    assertCallable(entry, call);
     const invokeId = randomUUID();
     const timer = setTimeout(() => this.finish(invokeId, { error: 'timeout' }), this.callTimeoutMs);
     timer.unref();

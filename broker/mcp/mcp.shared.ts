@@ -4,7 +4,15 @@ import type { SessionIdentity } from '../connections/connection.js';
 import type { Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
 import { ProtocolError } from '../protocol/errors.js';
-import type { McpCall, McpRegistry, McpResult, McpServerEntry, McpSink, McpTool } from './mcp.js';
+import {
+  assertCallable,
+  type McpCall,
+  type McpRegistry,
+  type McpResult,
+  type McpServerEntry,
+  type McpSink,
+  type McpTool,
+} from './mcp.js';
 
 /** A call waiting on this (the caller's) node for its result. */
 interface WaitingCall {
@@ -105,11 +113,7 @@ export class SharedMcpRegistry implements McpRegistry {
 
   async call(caller: SessionIdentity, call: McpCall): Promise<void> {
     const entry = await this.find(caller.meshId, call.server);
-    if (!entry) throw new ProtocolError('not_found', `no server "${call.server}" in this mesh`);
-    if (!entry.tools.some((tool) => tool.name === call.tool)) {
-      throw new ProtocolError('not_found', `server "${call.server}" has no tool "${call.tool}"`);
-    }
-    if (!entry.online) throw new ProtocolError('unavailable', `the host of "${call.server}" is offline`);
+    assertCallable(entry, call);
     const invokeId = randomUUID();
     const timer = setTimeout(() => this.finish(invokeId, { error: 'timeout' }), this.callTimeoutMs);
     timer.unref();

@@ -10,6 +10,7 @@
  * - Frames reach sockets through the `McpSink` the node registered.
  */
 import type { SessionIdentity } from '../connections/connection.js';
+import { ProtocolError } from '../protocol/errors.js';
 
 export interface McpTool {
   name: string;
@@ -39,6 +40,18 @@ export interface McpResult {
   callId: string;
   result?: unknown;
   error?: string;
+}
+
+/** The checks of a call against the server it names, the same in every implementation. */
+export function assertCallable(
+  entry: Pick<McpServerEntry, 'tools' | 'online'> | undefined,
+  call: Pick<McpCall, 'server' | 'tool'>,
+): asserts entry is Pick<McpServerEntry, 'tools' | 'online'> {
+  if (!entry) throw new ProtocolError('not_found', `no server "${call.server}" in this mesh`);
+  if (!entry.tools.some((tool) => tool.name === call.tool)) {
+    throw new ProtocolError('not_found', `server "${call.server}" has no tool "${call.tool}"`);
+  }
+  if (!entry.online) throw new ProtocolError('unavailable', `the host of "${call.server}" is offline`);
 }
 
 /** This node's sockets, as the MCP registry reaches them. */
