@@ -8,6 +8,7 @@ interface ClusterFile {
   databaseUrl?: string;
   redisUrl?: string;
   redisKeyPrefix?: string;
+  flagsDir?: string;
 }
 
 /** The running local cluster's settings (.workbench/cluster.json), if there is one. */
@@ -31,4 +32,9 @@ export function redisFor(option: string | undefined): { url: string; keyPrefix: 
     url: option || process.env.REDIS_URL || cluster.redisUrl || DEFAULT_REDIS_URL,
     keyPrefix: process.env.REDIS_KEY_PREFIX || cluster.redisKeyPrefix || 'mesh:',
   };
+}
+
+/** The flags folder of the running local cluster (its copy of the phase preset), if any. */
+export function clusterFlagsDir(): string | undefined {
+  return clusterFile().flagsDir;
 }

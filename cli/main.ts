@@ -7,6 +7,7 @@ import { ConfigError } from '../broker/config.js';
 import { UsageError } from './args.js';
 import { auditCommand } from './commands/audit.js';
 import { brokerCommand } from './commands/broker.js';
+import { downCommand, upCommand } from './commands/cluster.js';
 import { flagsCommand } from './commands/flags.js';
 import { meshCommand } from './commands/mesh.js';
 import { migrateCommand } from './commands/migrate.js';
@@ -14,6 +15,9 @@ import { migrateCommand } from './commands/migrate.js';
 const USAGE = `usage: workbench <command> [options]
 
 commands:
+  up [--phase N] [--nodes K] [--port P]
+                                  start a local cluster of phase N (default 3): brokers + HAProxy
+  down                            stop the local cluster started here
   broker                          run one broker node (configured from the environment, see README)
   migrate [--database-url URL]    create the database if needed and apply the migrations
   mesh create NAME --members K [--out FILE] [--database-url URL]
@@ -32,6 +36,8 @@ const commands: Record<string, (argv: string[]) => Promise<number | undefined>> 
   mesh: meshCommand,
   audit: auditCommand,
   flags: flagsCommand,
+  up: upCommand,
+  down: downCommand,
 };
 
 async function main(argv: string[]): Promise<number> {

@@ -12,7 +12,7 @@ import { publishRefresh } from '../../flags/refresh-bus.js';
 import { FLAG_KEYS, FLAGS, type FlagKey, type FlagValues, isFlagKey } from '../../flags/registry.js';
 import { readUnleashFlags, setUnleashFlag, type UnleashAdminOptions } from '../../flags/unleash-admin.js';
 import { parse, UsageError } from '../args.js';
-import { databaseUrlFor, redisFor } from '../database.js';
+import { clusterFlagsDir, databaseUrlFor, redisFor } from '../database.js';
 
 const OPTIONS = {
   env: { type: 'string' },
@@ -38,7 +38,10 @@ interface ProviderAccess {
 function providerFor(values: Values, environment: string): ProviderAccess {
   const kind = values.provider ?? process.env.FLAGS_PROVIDER ?? 'file';
   if (kind === 'file') {
-    const path = flagsFile(values['flags-dir'] ?? process.env.FLAGS_DIR ?? defaultFlagsDir(), environment);
+    const path = flagsFile(
+      values['flags-dir'] ?? process.env.FLAGS_DIR ?? clusterFlagsDir() ?? defaultFlagsDir(),
+      environment,
+    );
     return {
       describe: path,
       read: async () => readFlagsFile(path),

@@ -1,0 +1,53 @@
+import { parse, positiveInt, UsageError } from '../args.js';
+import { down, up } from '../cluster/local.js';
+import { DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL } from '../database.js';
+
+/** A TCP port; 0 asks for any free one. */
+function portNumber(text: string): number {
+  if (!/^\d+$/.test(text) || Number(text) > 65535)
+    throw new UsageError('--port must be a port number (0 for any free port)');
+  return Number(text);
+}
+
+/** `workbench up [--phase N] [--nodes K] [--port P]`: a local cluster of the phase, with HAProxy in front. */
+export async function upCommand(argv: string[]): Promise<number> {
+  const { values, positionals } = parse(argv, {
+    phase: { type: 'string' },
+    nodes: { type: 'string' },
+    port: { type: 'string' },
+    'database-url': { type: 'string' },
+    'redis-url': { type: 'string' },
+  });
+  if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
+  const phase = values.phase === undefined ? 3 : Number(values.phase);
+  if (!Number.isInteger(phase) || phase < 0 || phase > 4)
+    throw new UsageError('--phase must be 0, 1, 2, 3 or 4');
+  const cluster = await up({
+    phase,
+    nodes: values.nodes === undefined ? undefined : positiveInt('--nodes', values.nodes, 1),
+    port: values.port === undefined ? undefined : portNumber(values.port),
+    databaseUrl: values['database-url'] ?? process.env.DATABASE_URL ?? DEFAULT_DATABASE_URL,
+    redisUrl: values['redis-url'] ?? process.env.REDIS_URL ?? DEFAULT_REDIS_URL,
+    log: (line) => console.log(line),
+  });
+  console.log(`\n  phase ${cluster.phase} cluster up
+    load balancer   ${cluster.lb.url}   (WebSocket: ${cluster.lb.url.replace('http', 'ws')}/ws)
+${cluster.nodes.map((n) => `    ${n.id.padEnd(14)}  ${n.url}   (pid ${n.pid}, log .workbench/logs/${n.id}.log)`).join('\n')}
+    admin token     in .workbench/cluster.json
+    database        ${cluster.databaseUrl}
+    state           .workbench/ (cluster.json, logs, flags/${cluster.flagsEnv}.json)
+  "workbench down" stops it.`);
+  return 0;
+}
+
+export async function downCommand(argv: string[]): Promise<number> {
+  const { positionals } = parse(argv, {});
+  if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
+  const cluster = await down();
+  console.log(
+    cluster
+      ? `stopped the phase ${cluster.phase} cluster (${cluster.nodes.length} nodes and the load balancer)`
+      : 'no cluster is running here',
+  );
+  return 0;
+}

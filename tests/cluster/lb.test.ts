@@ -1,0 +1,213 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { parse } from 'yaml';
+import { packageRoot } from '../../broker/paths.js';
+import { haproxyConfig } from '../../cli/cluster/haproxy.js';
+import { alive, type ClusterFile } from '../../cli/cluster/local.js';
+import { readTraefik } from '../../cli/cluster/traefik.js';
+import { generateMemberKeys } from '../../client/keys.js';
+import { phasePreset } from '../../flags/registry.js';
+import { runWorkbench } from '../helpers/cli.js';
+import { closeAllClients, connectPeer, type TestMesh } from '../helpers/mesh.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { waitFor } from '../helpers/wait.js';
+
+const root = packageRoot();
+const PHASES = [0, 1, 2, 3, 4];
+
+describe('phase folders', () => {
+  it.each(PHASES)(
+    'phase %i: the Traefik file parses and its HAProxy equivalent passes `haproxy -c`',
+    (phase) => {
+      const traefik = readTraefik(join(root, 'phases', `phase${phase}`, 'traefik.yml'));
+      const addresses = Object.fromEntries([1, 2, 3, 4].map((i) => [`broker-${i}`, `127.0.0.1:${9000 + i}`]));
+      const dir = mkdtempSync(join(tmpdir(), 'wb-haproxy-'));
+      try {
+        const cfg = join(dir, 'haproxy.cfg');
+        writeFileSync(cfg, haproxyConfig(traefik, { bind: '127.0.0.1:18080', addresses }));
+        const check = spawnSync('haproxy', ['-c', '-f', cfg], { encoding: 'utf8' });
+        expect(check.status, check.stderr).toBe(0);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  );
+
+  it.each(PHASES)('phase %i: the flag preset is the registry preset of the phase', (phase) => {
+    const file = JSON.parse(
+      readFileSync(join(root, 'phases', `phase${phase}`, 'flags', `phase${phase}.json`), 'utf8'),
+    );
+    expect(file.flags).toEqual(phasePreset(phase));
+  });
+
+  it.each(PHASES)('phase %i: the compose file parses and its references hold', (phase) => {
+    const dir = join(root, 'phases', `phase${phase}`);
+    const compose = parse(readFileSync(join(dir, 'compose.yml'), 'utf8')) as {
+      services: Record<
+        string,
+        {
+          image?: string;
+          depends_on?: Record<string, unknown> | string[];
+          volumes?: string[];
+          healthcheck?: unknown;
+        }
+      >;
+      volumes?: Record<string, unknown>;
+    };
+    const services = Object.keys(compose.services);
+    for (const required of ['postgres', 'redis', 'traefik', 'prometheus', 'grafana', 'unleash', 'client']) {
+      expect(services).toContain(required);
+    }
+    const brokers = services.filter((s) => s.startsWith('broker-'));
+    expect(brokers.length).toBeGreaterThan(0);
+    for (const [name, service] of Object.entries(compose.services)) {
+      expect(service.image, `${name} image`).toBeTruthy();
+      const deps = Array.isArray(service.depends_on)
+        ? service.depends_on
+        : Object.keys(service.depends_on ?? {});
+      for (const dep of deps) expect(services, `${name} depends on ${dep}`).toContain(dep);
+      for (const volume of service.volumes ?? []) {
+        const source = volume.split(':')[0]!;
+        if (source.startsWith('.'))
+          expect(() => readFileSync(join(dir, source)), `${name}: ${source}`).not.toThrow(/ENOENT/);
+        else expect(Object.keys(compose.volumes ?? {}), `${name}: named volume ${source}`).toContain(source);
+      }
+      if (name.startsWith('broker-')) expect(service.healthcheck, `${name} health check`).toBeTruthy();
+    }
+    // The brokers the Traefik file routes to all exist in the compose file.
+    const traefik = readTraefik(join(dir, 'traefik.yml'));
+    for (const service of Object.values(traefik.services)) {
+      if (service.kind === 'loadBalancer')
+        for (const url of service.servers) expect(brokers).toContain(new URL(url).hostname);
+    }
+  });
+});
+
+/** Reads a directory source too (readFileSync on a dir throws EISDIR, which still proves it exists). */
+
+const clusters: Array<{ cwd: string; db: TestDatabase }> = [];
+
+async function upPhase(phase: number, env: Record<string, string> = {}) {
+  const db = await createTestDatabase(`lb_phase${phase}`);
+  const cwd = mkdtempSync(join(tmpdir(), `wb-up-${phase}-`));
+  clusters.push({ cwd, db });
+  const result = await runWorkbench(
+    ['up', '--phase', String(phase), '--port', '0', '--database-url', db.url],
+    {
+      HEARTBEAT_MS: '500',
+      ...env,
+    },
+    cwd,
+  );
+  expect(result.code, result.stderr).toBe(0);
+  const cluster = JSON.parse(readFileSync(join(cwd, '.workbench', 'cluster.json'), 'utf8')) as ClusterFile;
+  return { cluster, cwd, db };
+}
+
+async function meshOn(cluster: ClusterFile, count: number): Promise<TestMesh> {
+  const call = async (path: string, body: unknown) => {
+    const response = await fetch(`${cluster.lb.url}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${cluster.adminToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    return (await response.json()) as Record<string, string>;
+  };
+  const { meshId } = await call('/admin/meshes', { name: `lb-${Date.now()}-${Math.random()}` });
+  const members = Array.from({ length: count }, () => generateMemberKeys());
+  for (const member of members) await call(`/admin/meshes/${meshId}/members`, { pubkey: member.pubkey });
+  return { meshId: meshId!, members };
+}
+
+/** The response headers of a WebSocket upgrade through the load balancer. */
+function upgradeHeaders(
+  url: string,
+  cookie?: string,
+): Promise<Record<string, string | string[] | undefined>> {
+  return new Promise((resolve, reject) => {
+    const socket = new WebSocket(url, cookie ? { headers: { cookie } } : {});
+    socket.on('upgrade', (response) => {
+      resolve(response.headers);
+      socket.terminate();
+    });
+    socket.on('error', reject);
+  });
+}
+
+afterEach(closeAllClients);
+afterAll(async () => {
+  for (const { cwd, db } of clusters) {
+    await runWorkbench(['down'], {}, cwd);
+    rmSync(cwd, { recursive: true, force: true });
+    await db.drop();
+  }
+});
+
+describe('workbench up/down with HAProxy from the Traefik file', () => {
+  it('phase 0: one broker; the WebSocket 101 sets the sticky cookie (HttpOnly, SameSite); down leaves nothing', async () => {
+    const { cluster, cwd } = await upPhase(0);
+    expect(cluster).toMatchObject({ phase: 0, nodes: [{ id: 'broker-1' }] });
+    const headers = await upgradeHeaders(`${cluster.lb.url.replace('http', 'ws')}/ws`);
+    const cookie = String(headers['set-cookie']);
+    expect(cookie).toMatch(/^mesh_node=broker-1;/);
+    expect(cookie).toContain('HttpOnly');
+    expect(cookie).toContain('SameSite=Lax');
+    const again = await runWorkbench(['up', '--phase', '0', '--port', '0'], {}, cwd);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain('a cluster is already running here');
+    const stopped = await runWorkbench(['down'], {}, cwd);
+    expect(stopped.stdout).toContain('stopped the phase 0 cluster');
+    for (const pid of [cluster.lb.pid, ...cluster.nodes.map((n) => n.pid)]) expect(alive(pid)).toBe(false);
+  });
+
+  it('phase 2: HTTP round-robins over every node; /ws is sticky and a cookie naming a dead node is re-pinned', async () => {
+    const { cluster } = await upPhase(2);
+    const seen = new Set<string>();
+    for (let i = 0; i < 9; i++)
+      seen.add(((await (await fetch(`${cluster.lb.url}/health`)).json()) as { node: string }).node);
+    expect([...seen].sort()).toEqual(['broker-1', 'broker-2', 'broker-3']);
+    const ws = `${cluster.lb.url.replace('http', 'ws')}/ws`;
+    const first = String((await upgradeHeaders(ws))['set-cookie']).split(';')[0]!;
+    const pinned = first.split('=')[1]!;
+    // With its cookie, a client comes back to the same node (no new cookie is set).
+    expect((await upgradeHeaders(ws, first))['set-cookie']).toBeUndefined();
+    const mesh = await meshOn(cluster, 1);
+    const peer = await connectPeer(ws, mesh, mesh.members[0]!, { reconnect: false });
+    expect(peer.node).toBeTruthy();
+    // The pinned node dies: once HAProxy's check marks it down, the same cookie lands on another node.
+    process.kill(cluster.nodes.find((n) => n.id === pinned)!.pid, 'SIGKILL');
+    const repinned = await waitFor(
+      async () => {
+        const cookie = (await upgradeHeaders(ws, first).catch(() => ({}) as Record<string, undefined>))[
+          'set-cookie'
+        ];
+        return cookie ? String(cookie) : undefined;
+      },
+      { timeoutMs: 10_000, what: 're-pinned cookie' },
+    );
+    expect(repinned).not.toContain(`mesh_node=${pinned};`);
+  });
+
+  it('phase 1: SIGKILL of the primary moves every peer to the standby within 3 s', async () => {
+    const { cluster } = await upPhase(1, { ACTIVE_LEASE_TTL_MS: '1000' });
+    const ws = `${cluster.lb.url.replace('http', 'ws')}/ws`;
+    const mesh = await meshOn(cluster, 5);
+    const peers = await Promise.all(
+      mesh.members.map((m) => connectPeer(ws, mesh, m, { backoff: { initialMs: 50, maxMs: 300 } })),
+    );
+    expect(new Set(peers.map((p) => p.node))).toEqual(new Set(['broker-1']));
+    const moved = Promise.all(peers.map((p) => p.next('welcome', (w) => w.node === 'broker-2', 10_000)));
+    const killedAt = Date.now();
+    process.kill(cluster.nodes[0]!.pid, 'SIGKILL');
+    await moved;
+    const elapsed = Date.now() - killedAt;
+    console.log(
+      `phase 1 failover: all 5 peers reconnected to the standby ${elapsed} ms after SIGKILL of the primary`,
+    );
+    expect(elapsed).toBeLessThan(3000);
+  });
+});
