@@ -1,41 +1,29 @@
 #!/usr/bin/env bash
-# The README's first command (`npm start`): set up a fresh clone and run the main job.
-# For now the main job is one broker node with a demo mesh; state lives in .workbench/.
+# The README's first command (`npm start`): set up a fresh clone and run the main job, a local phase-3
+# cluster (three brokers behind HAProxy) with a demo mesh. State lives in .workbench/. Ctrl-C stops it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
 bash scripts/require-services.sh
+bash scripts/require-haproxy.sh
 
-mkdir -p .workbench
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/meshbroker}"
-export PORT="${PORT:-8080}"
-export NODE_ID="${NODE_ID:-node-1}"
-
-node dist/cli/main.js migrate
-
-if [ ! -s .workbench/admin-token ]; then
-  node -e "process.stdout.write(require('crypto').randomBytes(24).toString('hex'))" > .workbench/admin-token
-  chmod 600 .workbench/admin-token
-fi
-export ADMIN_TOKEN="${ADMIN_TOKEN:-$(cat .workbench/admin-token)}"
+node dist/cli/main.js up --phase "${PHASE:-3}" --port "${PORT:-8080}"
 
 if [ ! -s .workbench/demo-mesh.json ]; then
   node dist/cli/main.js mesh create "demo-$(date +%s)" --members 2 --out .workbench/demo-mesh.json
 fi
 
 cat <<INFO
+  demo mesh       .workbench/demo-mesh.json (meshId and two members' keys)
+  flags           npx workbench flags list --env phase${PHASE:-3}
 
-  mesh broker node "$NODE_ID"
-    WebSocket     ws://127.0.0.1:$PORT/ws
-    health        http://127.0.0.1:$PORT/health
-    metrics       http://127.0.0.1:$PORT/metrics
-    admin token   .workbench/admin-token   (Authorization: Bearer <token>)
-    demo mesh     .workbench/demo-mesh.json (meshId and two members' keys)
-    database      $DATABASE_URL
-
-  Ctrl-C drains the node (peers get 1001) and stops it.
-
+  Ctrl-C stops the cluster (the brokers drain, then the load balancer).
 INFO
 
-exec node dist/cli/main.js broker
+trap 'node dist/cli/main.js down; exit 0' INT TERM
+while true; do
+  sleep 3600 &
+  wait $!
+done

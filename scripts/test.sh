@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
 bash scripts/require-services.sh
+bash scripts/require-haproxy.sh
 
 echo "test: lint and format (biome)"
 npx biome check .
