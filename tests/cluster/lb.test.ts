@@ -210,4 +210,26 @@ describe('workbench up/down with HAProxy from the Traefik file', () => {
     );
     expect(elapsed).toBeLessThan(3000);
   });
+
+  it('phase 3: SIGTERM on a node drains it; its peers reconnect through the LB and lose nothing', async () => {
+    const { cluster } = await upPhase(3, { SEND_BURST: '1000', SEND_RATE_PER_MIN: '100000' });
+    const ws = `${cluster.lb.url.replace('http', 'ws')}/ws`;
+    const mesh = await meshOn(cluster, 6);
+    const sender = await connectPeer(ws, mesh, mesh.members[0]!);
+    const recipients = await Promise.all(mesh.members.slice(1).map((m) => connectPeer(ws, mesh, m)));
+    const got = new Map(recipients.map((r) => [r, [] as string[]]));
+    for (const [peer, list] of got) peer.on('message', (m) => list.push(m.body));
+    const victim = cluster.nodes.find(
+      (n) => recipients.some((r) => r.node === n.id) && !(sender.node === n.id),
+    )!;
+    process.kill(victim.pid, 'SIGTERM');
+    for (let i = 0; i < 20; i++) await sender.send('*', `m${i}`);
+    await waitFor(() => [...got.values()].every((list) => list.length >= 20), {
+      timeoutMs: 15_000,
+      what: 'every message',
+    });
+    for (const list of got.values())
+      expect([...new Set(list)].sort()).toEqual(Array.from({ length: 20 }, (_, i) => `m${i}`).sort());
+    expect(recipients.every((r) => r.node !== victim.id)).toBe(true);
+  });
 });
