@@ -11,6 +11,7 @@ import { downCommand, upCommand } from './commands/cluster.js';
 import { flagsCommand } from './commands/flags.js';
 import { meshCommand } from './commands/mesh.js';
 import { migrateCommand } from './commands/migrate.js';
+import { smokeCommand } from './commands/smoke.js';
 
 const USAGE = `usage: workbench <command> [options]
 
@@ -18,6 +19,8 @@ commands:
   up [--phase N] [--nodes K] [--port P]
                                   start a local cluster of phase N (default 3): brokers + HAProxy
   down                            stop the local cluster started here
+  smoke --phase N [--expectations FILE]
+                                  run the smoke checks against the local cluster; exit 1 if an expectation is not met
   broker                          run one broker node (configured from the environment, see README)
   migrate [--database-url URL]    create the database if needed and apply the migrations
   mesh create NAME --members K [--out FILE] [--database-url URL]
@@ -37,6 +40,7 @@ const commands: Record<string, (argv: string[]) => Promise<number | undefined>> 
   audit: auditCommand,
   flags: flagsCommand,
   up: upCommand,
+  smoke: smokeCommand,
   down: downCommand,
 };
 
