@@ -329,6 +329,8 @@ export function createModules(context: ModuleContext): NodeModules {
     nodeId: config.nodeId,
     leaseMs: config.nodeDeadMs,
     nodeDeadMs: config.nodeDeadMs,
+    // Under the active lease only the holder runs the runner: it takes every watch.
+    soleRunner: () => gate.using === 'shared',
     log,
   });
   const watches = new Switch<WatchRunner>(
@@ -353,12 +355,19 @@ export function createModules(context: ModuleContext): NodeModules {
         { backgroundWork: allowed },
         allowed ? 'running background work' : 'background work stopped (standby)',
       );
-      if (allowed) {
-        await scheduler.view.start();
-        await watches.view.start();
-      } else {
-        await scheduler.view.close();
-        await watches.view.close();
+      try {
+        if (allowed) {
+          await scheduler.view.start();
+          await watches.view.start();
+        } else {
+          await scheduler.view.close();
+          await watches.view.close();
+        }
+      } catch (error) {
+        // Never leave the chain rejected (it would stop following the gate): undo and try again soon.
+        log.error({ err: error }, 'starting or stopping background work failed; retrying');
+        backgroundRunning = !allowed;
+        setTimeout(() => void applyBackground(), 1000).unref();
       }
     });
     return applying;
@@ -380,10 +389,12 @@ export function createModules(context: ModuleContext): NodeModules {
       watches: watches.view,
     },
     // Background work stops first, the audit log drains after everything that records, presence last.
+    // At shutdown background work stops before the active lease is given up (a standby must not start
+    // firing while this node still fires).
     switches: [
-      gate,
       scheduler,
       watches,
+      gate,
       clocks,
       mcp,
       streams,

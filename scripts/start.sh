@@ -10,6 +10,9 @@ bash scripts/require-haproxy.sh
 
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/meshbroker}"
 node dist/cli/main.js up --phase "${PHASE:-3}" --port "${PORT:-8080}"
+# From here on, whatever ends this script (Ctrl-C, a failure) stops the cluster it started.
+sleeper=""
+trap 'trap - EXIT; [ -n "$sleeper" ] && kill "$sleeper" 2>/dev/null; node dist/cli/main.js down; exit 0' INT TERM EXIT
 
 if [ ! -s .workbench/demo-mesh.json ]; then
   node dist/cli/main.js mesh create "demo-$(date +%s)" --members 2 --out .workbench/demo-mesh.json
@@ -22,8 +25,8 @@ cat <<INFO
   Ctrl-C stops the cluster (the brokers drain, then the load balancer).
 INFO
 
-trap 'node dist/cli/main.js down; exit 0' INT TERM
 while true; do
   sleep 3600 &
-  wait $!
+  sleeper=$!
+  wait "$sleeper"
 done

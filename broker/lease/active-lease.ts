@@ -25,6 +25,8 @@ export class ActiveLease implements BackgroundGate {
   private trustedUntil = 0;
   private active = false;
   private running: Promise<void> | undefined;
+  /** Fires when the trust of the last claim runs out, even if the next round hangs on the database. */
+  private trustTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: ActiveLeaseOptions) {}
 
@@ -45,6 +47,7 @@ export class ActiveLease implements BackgroundGate {
   async close(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
+    clearTimeout(this.trustTimer);
     await this.running;
     if (this.active) {
       await this.options.pool
@@ -82,7 +85,15 @@ export class ActiveLease implements BackgroundGate {
       const mine = result.rows[0]?.holder === nodeId;
       // Trusted for half the lease from before the claim was sent: with rounds every quarter, a node that
       // stops renewing notices within three quarters, before the lease expires for the others.
-      if (mine) this.trustedUntil = startedAt + ttlMs / 2;
+      if (mine) {
+        this.trustedUntil = startedAt + ttlMs / 2;
+        clearTimeout(this.trustTimer);
+        this.trustTimer = setTimeout(
+          () => this.set(this.isActive()),
+          Math.max(0, this.trustedUntil - Date.now()) + 1,
+        );
+        this.trustTimer.unref();
+      }
       if (mine && !this.active) log.info({ epoch: result.rows[0]?.epoch }, 'holding the active lease');
       this.set(mine);
     } catch (error) {

@@ -1,7 +1,7 @@
 import type { Logger } from '../log.js';
 import type { FireOccurrence, Scheduler } from './scheduler.js';
 import type { Schedule, ScheduleStore } from './store.js';
-import { MAX_TIMER_MS, nextCronRun } from './timing.js';
+import { laterOf, MAX_TIMER_MS, nextCronRun } from './timing.js';
 
 /**
  * One timer per schedule in this node's memory. At boot it re-arms every active schedule of the
@@ -11,7 +11,8 @@ import { MAX_TIMER_MS, nextCronRun } from './timing.js';
  */
 export class LocalScheduler implements Scheduler {
   private readonly timers = new Map<string, NodeJS.Timeout>();
-  private closed = false;
+  /** Closed until started: a node arms nothing before it may run background work. */
+  private closed = true;
 
   constructor(
     private readonly store: ScheduleStore,
@@ -57,7 +58,9 @@ export class LocalScheduler implements Scheduler {
     if (this.closed) return;
     const occurrence = schedule.occurrences + 1;
     await this.fire(schedule, occurrence);
-    const next = schedule.cron ? nextCronRun(schedule.cron, schedule.tz ?? 'UTC', new Date()) : null;
+    const next = schedule.cron
+      ? nextCronRun(schedule.cron, schedule.tz ?? 'UTC', laterOf(new Date(), schedule.nextFireAt))
+      : null;
     let active = true;
     try {
       active = await this.store.fired(schedule.scheduleId, occurrence, next);

@@ -5,7 +5,7 @@ import { ProtocolError } from '../protocol/errors.js';
 import { announceOccurrence, type FireOptions, occurrenceMessage } from './fire.js';
 import type { Scheduler } from './scheduler.js';
 import type { Schedule, ScheduleStore } from './store.js';
-import { nextCronRun } from './timing.js';
+import { laterOf, nextCronRun } from './timing.js';
 
 export interface SharedSchedulerOptions extends FireOptions {
   pool: Pool;
@@ -116,7 +116,9 @@ export class SharedScheduler implements Scheduler {
           occurrence,
           `schedule:${scheduleId}:${occurrence}`,
         );
-        const next = schedule.cron ? nextCronRun(schedule.cron, schedule.tz ?? 'UTC', new Date()) : null;
+        const next = schedule.cron
+          ? nextCronRun(schedule.cron, schedule.tz ?? 'UTC', laterOf(new Date(), schedule.nextFireAt))
+          : null;
         let accepted: AcceptedMessage;
         try {
           accepted = await messages.accept(sender, message, client);

@@ -32,3 +32,11 @@ export function nextCronRun(expression: string, tz: string, after: Date): Date |
 
 /** setTimeout holds at most 2^31-1 ms (~24.8 days); longer waits are chained through re-arming. */
 export const MAX_TIMER_MS = 2_147_483_647;
+
+/**
+ * The later of two instants: the next occurrence is computed after the one that just fired, even when this
+ * node's clock lags the database's (which decided it was due), so an occurrence never fires twice.
+ */
+export function laterOf(a: Date, b: Date | null): Date {
+  return b && b.getTime() > a.getTime() ? b : a;
+}

@@ -16,7 +16,12 @@ export class LocalWatchRunner implements WatchRunner {
     private readonly log: Logger,
   ) {}
 
-  async start(): Promise<void> {}
+  /** Watches stopped by `close` (background work paused), polled again by the next `start`. */
+  private paused: Watch[] = [];
+
+  async start(): Promise<void> {
+    for (const watch of this.paused.splice(0)) this.poller.start(watch);
+  }
 
   created(watch: Watch): void {
     this.poller.start(watch);
@@ -37,6 +42,7 @@ export class LocalWatchRunner implements WatchRunner {
   }
 
   async close(): Promise<void> {
+    this.paused.push(...this.poller.watches());
     this.poller.stopAll();
   }
 }

@@ -12,6 +12,8 @@ export interface SharedWatchRunnerOptions {
   leaseMs: number;
   /** Nodes whose heartbeat is older than this are not counted when sharing watches out. */
   nodeDeadMs: number;
+  /** True when only this node runs watch runners (background work behind the active lease). */
+  soleRunner: () => boolean;
   log: Logger;
 }
 
@@ -56,13 +58,18 @@ export class SharedWatchRunner implements WatchRunner {
   }
 
   created(watch: Watch): void {
-    // The creating node owns a new watch first (store.create wrote owner_node); the lease starts now.
+    // Not running watches here (a standby): the row is an orphan for the runner that is to adopt it.
+    if (!this.timer) return;
+    // The creating node owns a new watch first (store.create wrote owner_node), if nobody adopted it.
     void this.options.pool
-      .query(`UPDATE watches SET lease_until = now() + make_interval(secs => $2 / 1000.0) WHERE id = $1`, [
-        watch.watchId,
-        this.options.leaseMs,
-      ])
-      .then(() => this.options.poller.start(watch))
+      .query(
+        `UPDATE watches SET lease_until = now() + make_interval(secs => $2 / 1000.0)
+          WHERE id = $1 AND owner_node = $3 AND deleted_at IS NULL RETURNING id`,
+        [watch.watchId, this.options.leaseMs, this.options.nodeId],
+      )
+      .then((result) => {
+        if (result.rowCount && this.timer) this.options.poller.start(watch);
+      })
       .catch((error) => this.options.log.warn({ err: error }, 'could not lease a new watch'));
   }
 
@@ -101,7 +108,7 @@ export class SharedWatchRunner implements WatchRunner {
         [nodeDeadMs],
       );
       const { total, nodes } = counts.rows[0]!;
-      const share = Math.ceil(total / Math.max(1, nodes));
+      const share = this.options.soleRunner() ? total : Math.ceil(total / Math.max(1, nodes));
 
       if (mine.size > share) {
         const excess = [...mine].slice(share);

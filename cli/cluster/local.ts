@@ -127,6 +127,7 @@ export async function up(options: UpOptions): Promise<ClusterFile> {
   const adminToken = randomBytes(24).toString('hex');
   const redisKeyPrefix = `wb:${randomBytes(4).toString('hex')}:`;
   const nodes: ClusterFile['nodes'] = [];
+  // Everything started here, brokers and load balancer, so a failed start leaves nothing running.
   const children: ChildProcess[] = [];
   try {
     for (let i = 1; i <= count; i++) {
@@ -169,6 +170,7 @@ export async function up(options: UpOptions): Promise<ClusterFile> {
     const lbLog = openSync(join(dir, 'logs', 'haproxy.log'), 'a');
     const lb = spawn('haproxy', ['-db', '-f', cfg], { cwd, detached: true, stdio: ['ignore', lbLog, lbLog] });
     lb.unref();
+    children.push(lb);
     const lbUrl = `http://127.0.0.1:${lbPort}`;
     await waitHealthy(lbUrl, 15_000, () => lb.exitCode !== null);
 

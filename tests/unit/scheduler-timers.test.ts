@@ -16,7 +16,11 @@ describe('local scheduler timers', () => {
     const fired: number[] = [];
     const recorded: Array<[string, number, Date | null]> = [];
     const store = {
-      fired: async (id: string, n: number, next: Date | null) => void recorded.push([id, n, next]),
+      active: async () => [],
+      fired: async (id: string, n: number, next: Date | null) => {
+        recorded.push([id, n, next]);
+        return true;
+      },
     };
     const scheduler = new LocalScheduler(
       store as unknown as ScheduleStore,
@@ -38,6 +42,7 @@ describe('local scheduler timers', () => {
       occurrences: 0,
       createdAt: new Date(start),
     };
+    await scheduler.start(); // a scheduler arms nothing until this node may run background work
     scheduler.created(schedule);
     await vi.advanceTimersByTimeAsync(25 * DAY);
     expect(fired).toEqual([]);
