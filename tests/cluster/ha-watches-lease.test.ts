@@ -1,0 +1,58 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { TestCluster } from '../helpers/cluster.js';
+import { closeAllClients, connectPeer } from '../helpers/mesh.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { waitFor } from '../helpers/wait.js';
+
+let db: TestDatabase;
+let cluster: TestCluster;
+let server: Server;
+let base: string;
+
+beforeAll(async () => {
+  db = await createTestDatabase('ha_watches_lease');
+  server = createServer((_request, response) => response.end('content'));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  cluster = new TestCluster(db.url, { WATCH_ALLOW_PRIVATE: 'true' });
+  // Phase 3's combination: shared watches behind the active lease.
+  cluster.setFlags('ha', ['ha.watches', 'ha.active-lease', 'ha.presence']);
+  await Promise.all(['l1', 'l2', 'l3'].map((id) => cluster.start(id, 'ha')));
+}, 60_000);
+afterEach(closeAllClients);
+afterAll(async () => {
+  await cluster?.stop();
+  server?.close();
+  await db?.drop();
+});
+
+describe('shared watches behind the active lease', () => {
+  it('has the lease holder poll every watch, wherever it was created', async () => {
+    const mesh = await cluster.createMesh(1);
+    for (const id of ['l1', 'l2', 'l3']) {
+      const peer = await connectPeer(cluster.node(id).wsUrl, mesh, mesh.members[0]!);
+      await peer.request({ type: 'watch.create', url: `${base}/${id}`, mode: 'hash', intervalSec: 5 });
+      await peer.request({ type: 'watch.create', url: `${base}/${id}/b`, mode: 'status', intervalSec: 5 });
+    }
+    const rows = await waitFor(
+      async () => {
+        const r = await db.query<{ owner: string | null; polled: boolean }>(
+          'SELECT owner_node AS owner, last_checked_at IS NOT NULL AS polled FROM watches WHERE deleted_at IS NULL',
+        );
+        return r.rows.length === 6 &&
+          r.rows.every((row) => row.polled) &&
+          new Set(r.rows.map((row) => row.owner)).size === 1
+          ? r.rows
+          : undefined;
+      },
+      { timeoutMs: 10_000, what: 'all six watches polled by one owner' },
+    );
+    const holder = rows[0]!.owner!;
+    const health = (await (await fetch(`${cluster.node(holder).url}/health`)).json()) as {
+      backgroundWork: string;
+    };
+    expect(health.backgroundWork).toBe('active');
+  });
+});
