@@ -12,6 +12,7 @@ import { flagsCommand } from './commands/flags.js';
 import { meshCommand } from './commands/mesh.js';
 import { migrateCommand } from './commands/migrate.js';
 import { smokeCommand } from './commands/smoke.js';
+import { statusCommand } from './commands/status.js';
 
 const USAGE = `usage: workbench <command> [options]
 
@@ -19,6 +20,7 @@ commands:
   up [--phase N] [--nodes K] [--port P]
                                   start a local cluster of phase N (default 3): brokers + HAProxy
   down                            stop the local cluster started here
+  status [--json]                 the local cluster: nodes, flags, ownership, audit chains; exit 1 if unhealthy
   smoke --phase N [--expectations FILE]
                                   run the smoke checks against the local cluster; exit 1 if an expectation is not met
   broker                          run one broker node (configured from the environment, see README)
@@ -41,6 +43,7 @@ const commands: Record<string, (argv: string[]) => Promise<number | undefined>> 
   flags: flagsCommand,
   up: upCommand,
   smoke: smokeCommand,
+  status: statusCommand,
   down: downCommand,
 };
 

@@ -61,4 +61,19 @@ describe('workbench smoke', () => {
     expect(strict.stdout).toContain('the gap is gone, update the expectations');
     expect(strict.stdout).toContain('5 expectation(s) not met');
   });
+
+  it('status: shows every node, their flags, ownership and chain health of the running cluster', async () => {
+    const cwd = started[started.length - 1]!.cwd; // the phase 3 cluster of the test above
+    const result = await runWorkbench(['status'], {}, cwd);
+    expect(result.code, result.stdout + result.stderr).toBe(0);
+    expect(result.stdout).toContain('phase 3 (phase3)');
+    for (const id of ['broker-1', 'broker-2', 'broker-3'])
+      expect(result.stdout).toMatch(
+        new RegExp(`${id}\\s+ok\\s+background (active|standby)\\s+flags as desired`),
+      );
+    expect(result.stdout).toMatch(/active lease: broker-\d \(epoch \d+\)/);
+    expect(result.stdout).toMatch(/audit chains: \d+ intact, 0 broken/);
+    const json = JSON.parse((await runWorkbench(['status', '--json'], {}, cwd)).stdout);
+    expect(json.nodes).toHaveLength(3);
+  });
 });

@@ -1,0 +1,126 @@
+/**
+ * `workbench status [--json]`: the local cluster at a glance — phase, each node (health, background work,
+ * flags acted on, disagreement with the environment's desired values), ownership (clock leaders, watch
+ * owners, schedule occurrences fired in the last hour, the active lease) and audit chain health.
+ */
+import { verifyMesh } from '../../broker/audit/verify.js';
+import { createPool } from '../../broker/db/pool.js';
+import { flagsFile, readFlagsFile } from '../../flags/file-store.js';
+import { parse, UsageError } from '../args.js';
+import { readCluster } from '../cluster/local.js';
+
+interface NodeStatus {
+  id: string;
+  url: string;
+  health: string;
+  backgroundWork: string;
+  disagreements: string[];
+}
+
+export async function statusCommand(argv: string[]): Promise<number> {
+  const { values, positionals } = parse(argv, { json: { type: 'boolean' }, env: { type: 'string' } });
+  if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
+  const cluster = readCluster();
+  if (!cluster)
+    throw new Error('no local cluster here (.workbench/cluster.json): start one with "workbench up"');
+  if (values.env !== undefined && values.env !== cluster.flagsEnv) {
+    throw new UsageError(`the local cluster runs environment "${cluster.flagsEnv}", not "${values.env}"`);
+  }
+  const desired = readFlagsFile(flagsFile(cluster.flagsDir, cluster.flagsEnv));
+  const nodes: NodeStatus[] = await Promise.all(
+    cluster.nodes.map(async (node) => {
+      try {
+        const health = (await (await fetch(`${node.url}/health`)).json()) as {
+          status: string;
+          backgroundWork: string;
+        };
+        const flags = (await (await fetch(`${node.url}/flags`)).json()) as {
+          flags: Record<string, { value: boolean; acting: boolean }>;
+        };
+        const disagreements = Object.entries(flags.flags)
+          .filter(([key, state]) => state.acting !== desired[key as keyof typeof desired])
+          .map(([key]) => key);
+        return {
+          id: node.id,
+          url: node.url,
+          health: health.status,
+          backgroundWork: health.backgroundWork,
+          disagreements,
+        };
+      } catch {
+        return { id: node.id, url: node.url, health: 'down', backgroundWork: '-', disagreements: [] };
+      }
+    }),
+  );
+
+  const pool = createPool(cluster.databaseUrl, { max: 2, applicationName: 'workbench-status' });
+  try {
+    const count = async (sql: string) => (await pool.query<{ node: string | null; n: number }>(sql)).rows;
+    const clockLeaders = await count(
+      `SELECT leader_node AS node, count(*)::int AS n FROM mesh_clocks
+        WHERE updated_at > now() - interval '1 minute' AND NOT paused GROUP BY 1 ORDER BY 1`,
+    );
+    const watchOwners = await count(
+      'SELECT owner_node AS node, count(*)::int AS n FROM watches WHERE deleted_at IS NULL GROUP BY 1 ORDER BY 1',
+    );
+    const fired = await count(
+      `SELECT node_id AS node, count(*)::int AS n FROM schedule_occurrences
+        WHERE fired_at > now() - interval '1 hour' GROUP BY 1 ORDER BY 1`,
+    );
+    const lease = (
+      await pool.query<{ holder: string; epoch: number; live: boolean }>(
+        "SELECT holder, epoch, expires_at > now() AS live FROM cluster_leases WHERE name = 'active'",
+      )
+    ).rows[0];
+    const meshes = (
+      await pool.query<{ meshId: string }>('SELECT DISTINCT mesh_id AS "meshId" FROM audit_log')
+    ).rows;
+    let intact = 0;
+    const broken: string[] = [];
+    for (const { meshId } of meshes) {
+      if ((await verifyMesh(pool, meshId)).valid) intact++;
+      else broken.push(meshId);
+    }
+    const status = {
+      phase: cluster.phase,
+      environment: cluster.flagsEnv,
+      loadBalancer: cluster.lb.url,
+      nodes,
+      ownership: {
+        clockLeaders,
+        watchOwners,
+        scheduleOccurrencesLastHour: fired,
+        activeLease: lease ?? null,
+      },
+      chains: { intact, broken },
+    };
+    if (values.json) {
+      console.log(JSON.stringify(status, null, 2));
+    } else {
+      const list = (rows: Array<{ node: string | null; n: number }>) =>
+        rows.length === 0 ? 'none' : rows.map((r) => `${r.node ?? 'unowned'} ${r.n}`).join(', ');
+      console.log(`phase ${status.phase} (${status.environment}) behind ${status.loadBalancer}`);
+      for (const node of nodes) {
+        const flags =
+          node.disagreements.length === 0
+            ? 'flags as desired'
+            : `DISAGREES on ${node.disagreements.join(', ')}`;
+        console.log(
+          `  ${node.id.padEnd(10)} ${node.health.padEnd(11)} background ${node.backgroundWork.padEnd(8)} ${flags}`,
+        );
+      }
+      console.log(`  clock leaders: ${list(clockLeaders)}; watch owners: ${list(watchOwners)}`);
+      console.log(`  schedule occurrences fired (last hour): ${list(fired)}`);
+      console.log(
+        `  active lease: ${lease ? `${lease.holder} (epoch ${lease.epoch}${lease.live ? '' : ', expired'})` : 'not used'}`,
+      );
+      console.log(
+        `  audit chains: ${intact} intact, ${broken.length} broken${broken.length ? ` (${broken.join(', ')})` : ''}`,
+      );
+    }
+    const healthy = nodes.every((n) => n.health === 'ok') && broken.length === 0;
+    return healthy ? 0 : 1;
+  } finally {
+    await pool.end();
+  }
+}
