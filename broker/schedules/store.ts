@@ -2,7 +2,7 @@
  * Scheduled messages in Postgres: what every scheduler implementation reads and updates. Creation,
  * cancel and list check who may do what; firing bookkeeping is the scheduler's.
  */
-import type { Pool, PoolClient } from '../db/pool.js';
+import { inTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import { ProtocolError } from '../protocol/errors.js';
 
 export interface Schedule {
@@ -43,24 +43,30 @@ export class ScheduleStore {
 
   /** Creates a schedule unless the member already has `max` active ones (checked in the same statement). */
   async create(schedule: NewSchedule, max: number): Promise<Schedule> {
-    const result = await this.pool.query<{ id: string }>(
-      `INSERT INTO schedules (mesh_id, member_id, session_id, target, body, fire_at, cron, tz, next_fire_at)
+    // The count and the insert under one per-member lock: two concurrent creates cannot both take the last place.
+    const result = await inTransaction(this.pool, async (client) => {
+      await client.query("SELECT pg_advisory_xact_lock(hashtextextended('schedules:' || $1, 0))", [
+        schedule.memberId,
+      ]);
+      return client.query<{ id: string }>(
+        `INSERT INTO schedules (mesh_id, member_id, session_id, target, body, fire_at, cron, tz, next_fire_at)
        SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9
         WHERE (SELECT count(*) FROM schedules s WHERE s.mesh_id = $1 AND s.member_id = $2 AND ${ACTIVE}) < $10
        RETURNING id`,
-      [
-        schedule.meshId,
-        schedule.memberId,
-        schedule.sessionId,
-        schedule.to,
-        schedule.body,
-        schedule.at,
-        schedule.cron,
-        schedule.tz,
-        schedule.nextFireAt,
-        max,
-      ],
-    );
+        [
+          schedule.meshId,
+          schedule.memberId,
+          schedule.sessionId,
+          schedule.to,
+          schedule.body,
+          schedule.at,
+          schedule.cron,
+          schedule.tz,
+          schedule.nextFireAt,
+          max,
+        ],
+      );
+    });
     const id = result.rows[0]?.id;
     if (!id) throw new ProtocolError('limit_exceeded', `a member may have at most ${max} active schedules`);
     return (await this.get(id))!;

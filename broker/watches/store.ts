@@ -1,5 +1,5 @@
 /** URL watches in Postgres: creation with limits, delete and list by the creating member, poll results. */
-import type { Pool } from '../db/pool.js';
+import { inTransaction, type Pool } from '../db/pool.js';
 import { ProtocolError } from '../protocol/errors.js';
 import type { WatchMode } from './fetch-value.js';
 
@@ -47,8 +47,13 @@ export class WatchStore {
 
   /** Creates a watch unless the member or the mesh is at its limit (checked in the same statement). */
   async create(watch: NewWatch, limits: WatchLimits): Promise<Watch> {
-    const result = await this.pool.query<{ id: string | null; member: number; mesh: number }>(
-      `WITH counts AS (
+    // Counted and inserted under the mesh's lock: concurrent creates cannot exceed a limit.
+    const result = await inTransaction(this.pool, async (client) => {
+      await client.query("SELECT pg_advisory_xact_lock(hashtextextended('watches:' || $1, 0))", [
+        watch.meshId,
+      ]);
+      return client.query<{ id: string | null; member: number; mesh: number }>(
+        `WITH counts AS (
          SELECT count(*) FILTER (WHERE member_id = $2)::int AS member, count(*)::int AS mesh
            FROM watches WHERE mesh_id = $1 AND deleted_at IS NULL
        ), ins AS (
@@ -57,20 +62,21 @@ export class WatchStore {
          RETURNING id
        )
        SELECT (SELECT id FROM ins) AS id, counts.member, counts.mesh FROM counts`,
-      [
-        watch.meshId,
-        watch.memberId,
-        watch.sessionId,
-        watch.url,
-        watch.mode,
-        watch.extract,
-        watch.intervalSec,
-        watch.notifyOn,
-        watch.ownerNode,
-        limits.perMember,
-        limits.perMesh,
-      ],
-    );
+        [
+          watch.meshId,
+          watch.memberId,
+          watch.sessionId,
+          watch.url,
+          watch.mode,
+          watch.extract,
+          watch.intervalSec,
+          watch.notifyOn,
+          watch.ownerNode,
+          limits.perMember,
+          limits.perMesh,
+        ],
+      );
+    });
     const row = result.rows[0]!;
     if (!row.id) {
       const which =

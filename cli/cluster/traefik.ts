@@ -108,7 +108,9 @@ export function parseTraefik(text: string): TraefikConfig {
       throw new Error(
         `http.routers.${name}.rule: only PathPrefix(\`...\`) is supported, got ${String(raw.rule)}`,
       );
-    return { name, pathPrefix: rule[1]!, service: String(raw.service), priority: Number(raw.priority ?? 0) };
+    // Without a priority, Traefik ranks a router by the length of its rule.
+    const priority = raw.priority === undefined ? String(raw.rule).length : Number(raw.priority);
+    return { name, pathPrefix: rule[1]!, service: String(raw.service), priority };
   });
   const services = Object.fromEntries(
     Object.entries(object(http.services, 'http.services')).map(([name, value]) => [
