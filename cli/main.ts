@@ -11,6 +11,7 @@ import { downCommand, upCommand } from './commands/cluster.js';
 import { flagsCommand } from './commands/flags.js';
 import { meshCommand } from './commands/mesh.js';
 import { migrateCommand } from './commands/migrate.js';
+import { promoteCommand, rollbackCommand } from './commands/promote.js';
 import { smokeCommand } from './commands/smoke.js';
 import { statusCommand } from './commands/status.js';
 
@@ -20,6 +21,9 @@ commands:
   up [--phase N] [--nodes K] [--port P]
                                   start a local cluster of phase N (default 3): brokers + HAProxy
   down                            stop the local cluster started here
+  promote --env E --to N [--require-passed-in S] [--expectations FILE]
+                                  health, smoke, flip to phase N's flags, smoke again; roll back on failure
+  rollback --env E                back to the phase before the last promotion
   status [--json]                 the local cluster: nodes, flags, ownership, audit chains; exit 1 if unhealthy
   smoke --phase N [--expectations FILE]
                                   run the smoke checks against the local cluster; exit 1 if an expectation is not met
@@ -44,6 +48,8 @@ const commands: Record<string, (argv: string[]) => Promise<number | undefined>> 
   up: upCommand,
   smoke: smokeCommand,
   status: statusCommand,
+  promote: promoteCommand,
+  rollback: rollbackCommand,
   down: downCommand,
 };
 

@@ -320,3 +320,34 @@ export const clusterLeases = pgTable('cluster_leases', {
   epoch: bigint('epoch', { mode: 'number' }).notNull().default(1),
   expiresAt: timestamp('expires_at', { withTimezone: true, precision: 3 }).notNull(),
 });
+
+/** Every smoke run `workbench promote` made (and what it found), per environment and phase. */
+export const smokeRuns = pgTable(
+  'smoke_runs',
+  {
+    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    environment: text('environment').notNull(),
+    phase: integer('phase').notNull(),
+    passed: boolean('passed').notNull(),
+    results: jsonb('results').notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [index('smoke_runs_env_phase_idx').on(t.environment, t.phase)],
+);
+
+/** Promotions and rollbacks of environments between phases. */
+export const promotions = pgTable(
+  'promotions',
+  {
+    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    environment: text('environment').notNull(),
+    fromPhase: integer('from_phase').notNull(),
+    toPhase: integer('to_phase').notNull(),
+    /** promoted, blocked (nothing changed), rolled-back (flipped, failed, flipped back) or rollback. */
+    status: text('status').notNull(),
+    failedCheck: text('failed_check'),
+    actor: text('actor').notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [index('promotions_env_idx').on(t.environment, t.id)],
+);

@@ -15,7 +15,10 @@ import { haproxyConfig } from './haproxy.js';
 import { readTraefik, type TraefikConfig } from './traefik.js';
 
 export interface ClusterFile {
+  /** The phase whose flags the cluster started with (promotions move it on; see `workbench status`). */
   phase: number;
+  /** The phase whose topology (Traefik file, node count) the cluster runs. */
+  topology: number;
   lb: { url: string; pid: number };
   nodes: Array<{ id: string; url: string; pid: number }>;
   databaseUrl: string;
@@ -85,6 +88,9 @@ export interface UpOptions {
   redisUrl: string;
   cwd?: string;
   log?: (line: string) => void;
+  /** The flags environment of the cluster (default `phase<N>`), and whose preset it starts with. */
+  environment?: string;
+  flagsPhase?: number;
   /** Extra environment for the brokers (tests shorten timings with it). */
   env?: Record<string, string>;
 }
@@ -117,8 +123,12 @@ export async function up(options: UpOptions): Promise<ClusterFile> {
   const dir = stateDir(cwd);
   mkdirSync(join(dir, 'logs'), { recursive: true });
   mkdirSync(join(dir, 'flags'), { recursive: true });
-  const flagsEnv = `phase${options.phase}`;
-  copyFileSync(join(phaseDir, 'flags', `${flagsEnv}.json`), join(dir, 'flags', `${flagsEnv}.json`));
+  const flagsEnv = options.environment ?? `phase${options.phase}`;
+  const presetPhase = options.flagsPhase ?? options.phase;
+  copyFileSync(
+    join(packageRoot(), 'phases', `phase${presetPhase}`, 'flags', `phase${presetPhase}.json`),
+    join(dir, 'flags', `${flagsEnv}.json`),
+  );
 
   say(`migrating ${new URL(options.databaseUrl).pathname.slice(1)}`);
   await ensureDatabase(options.databaseUrl);
@@ -175,7 +185,8 @@ export async function up(options: UpOptions): Promise<ClusterFile> {
     await waitHealthy(lbUrl, 15_000, () => lb.exitCode !== null);
 
     const cluster: ClusterFile = {
-      phase: options.phase,
+      phase: presetPhase,
+      topology: options.phase,
       lb: { url: lbUrl, pid: lb.pid! },
       nodes,
       databaseUrl: options.databaseUrl,

@@ -13,6 +13,8 @@ function portNumber(text: string): number {
 export async function upCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parse(argv, {
     phase: { type: 'string' },
+    env: { type: 'string' },
+    'flags-phase': { type: 'string' },
     nodes: { type: 'string' },
     port: { type: 'string' },
     'database-url': { type: 'string' },
@@ -25,6 +27,8 @@ export async function upCommand(argv: string[]): Promise<number> {
   const cluster = await up({
     phase,
     nodes: values.nodes === undefined ? undefined : positiveInt('--nodes', values.nodes, 1),
+    environment: values.env,
+    flagsPhase: values['flags-phase'] === undefined ? undefined : Number(values['flags-phase']),
     port: values.port === undefined ? undefined : portNumber(values.port),
     databaseUrl: values['database-url'] ?? process.env.DATABASE_URL ?? DEFAULT_DATABASE_URL,
     redisUrl: values['redis-url'] ?? process.env.REDIS_URL ?? DEFAULT_REDIS_URL,

@@ -9,6 +9,9 @@ import type { Frame } from '../../client/frames.js';
 import { eventually, type SmokeContext } from './context.js';
 
 export class CheckFailed extends Error {}
+
+/** How long a check waits for something to arrive before it calls it missing (generous: machines are busy). */
+const DELIVERY_WAIT_MS = 5000;
 export class NotApplicable extends Error {}
 
 export interface Check {
@@ -38,8 +41,8 @@ export const CHECKS: Check[] = [
         got = true;
       });
       await sender.send(mesh.members[0]!.pubkey, 'smoke');
-      if (!(await eventually(() => got, 3000)))
-        throw new CheckFailed(`a DM sent on ${b.id} did not reach ${a.id} in 3 s`);
+      if (!(await eventually(() => got, DELIVERY_WAIT_MS)))
+        throw new CheckFailed(`a DM sent on ${b.id} did not reach ${a.id} in ${DELIVERY_WAIT_MS / 1000} s`);
     },
   },
   {
@@ -56,7 +59,7 @@ export const CHECKS: Check[] = [
         if (f.type === 'stream.data') got = true;
       });
       await publisher.request({ type: 'stream.publish', stream: 'smoke', data: 1 });
-      if (!(await eventually(() => got, 2000)))
+      if (!(await eventually(() => got, DELIVERY_WAIT_MS)))
         throw new CheckFailed(`a publish on ${b.id} did not reach a subscriber on ${a.id}`);
     },
   },

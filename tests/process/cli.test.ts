@@ -52,8 +52,10 @@ describe('workbench CLI', () => {
       'messages',
       'nodes',
       'presence',
+      'promotions',
       'schedule_occurrences',
       'schedules',
+      'smoke_runs',
       'stream_subscriptions',
       'watches',
     ]);

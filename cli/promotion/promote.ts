@@ -1,0 +1,241 @@
+/**
+ * Promotion of an environment (the local cluster's) from its phase to the next, and rollback, as a release
+ * manager runs them (DESIGN §5): check health, run the current phase's smoke checks, apply the target phase's
+ * flag preset, wait until every node acts on it, run the target phase's checks, record it. A failure before
+ * the flip changes nothing; a failure after it puts the previous preset back. Every step is recorded
+ * (`smoke_runs`, `promotions`, the cluster audit chain).
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { appendSerialized } from '../../broker/audit/audit.shared.js';
+import { createPool, type Pool } from '../../broker/db/pool.js';
+import { packageRoot } from '../../broker/paths.js';
+import { CLUSTER_CHAIN_ID, recordFlagChange } from '../../flags/changes.js';
+import { flagsFile, readFlagsFile, writeFlagsFile } from '../../flags/file-store.js';
+import { publishRefresh } from '../../flags/refresh-bus.js';
+import { FLAG_KEYS, type FlagValues, phasePreset } from '../../flags/registry.js';
+import type { ClusterFile } from '../cluster/local.js';
+import { type CheckResult, type Expectations, runSmoke } from '../smoke/run.js';
+
+export interface PromotionOptions {
+  cluster: ClusterFile;
+  to: number;
+  actor: string;
+  /** Another environment that must have passed the target phase's checks first (staging before prod). */
+  requirePassedIn?: string;
+  /** The target phase's expectations, when not the phase folder's. */
+  expectationsFile?: string;
+  log: (line: string) => void;
+}
+
+export interface PromotionOutcome {
+  /** blocked: nothing changed; rolled-back: flipped, a check failed, flipped back; rollback: `workbench rollback`. */
+  status: 'promoted' | 'blocked' | 'rolled-back' | 'rollback';
+  from: number;
+  failedCheck?: string;
+  reason?: string;
+}
+
+function expectationsOf(phase: number, file?: string): Expectations {
+  const path = file ?? join(packageRoot(), 'phases', `phase${phase}`, 'expectations.json');
+  return JSON.parse(readFileSync(path, 'utf8')) as Expectations;
+}
+
+/** The phase the environment was last promoted (or rolled back) to, else the cluster's own. */
+export async function currentPhase(pool: Pool, environment: string, fallback: number): Promise<number> {
+  const result = await pool.query<{ phase: number }>(
+    `SELECT CASE WHEN status = 'promoted' OR status = 'rollback' THEN to_phase ELSE from_phase END AS phase
+       FROM promotions WHERE environment = $1 ORDER BY id DESC LIMIT 1`,
+    [environment],
+  );
+  return result.rows[0]?.phase ?? fallback;
+}
+
+async function smoke(pool: Pool, cluster: ClusterFile, phase: number, expectations: Expectations) {
+  const results = await runSmoke(
+    {
+      lbUrl: cluster.lb.url,
+      nodes: cluster.nodes,
+      databaseUrl: cluster.databaseUrl,
+      adminToken: cluster.adminToken,
+      flagsEnv: cluster.flagsEnv,
+    },
+    expectations,
+  );
+  const passed = results.every((r) => r.met);
+  await pool.query('INSERT INTO smoke_runs (environment, phase, passed, results) VALUES ($1, $2, $3, $4)', [
+    cluster.flagsEnv,
+    phase,
+    passed,
+    JSON.stringify(results),
+  ]);
+  return { passed, failed: results.find((r) => !r.met) };
+}
+
+/** Writes a phase's preset as the environment's flags (each change audited once), pushes it, waits for every node. */
+export async function applyPreset(
+  pool: Pool,
+  cluster: ClusterFile,
+  values: FlagValues,
+  actor: string,
+): Promise<void> {
+  const path = flagsFile(cluster.flagsDir, cluster.flagsEnv);
+  const current = readFlagsFile(path);
+  for (const flag of FLAG_KEYS) {
+    if (current[flag] === values[flag]) continue;
+    await recordFlagChange(
+      pool,
+      { environment: cluster.flagsEnv, flag, value: values[flag], actor },
+      async () => writeFlagsFile(path, { ...readFlagsFile(path), [flag]: values[flag] }),
+    );
+  }
+  const redis = new Redis(cluster.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  redis.on('error', () => {});
+  try {
+    await redis.connect();
+    await publishRefresh(redis, cluster.redisKeyPrefix, cluster.flagsEnv, { preset: true });
+  } catch {
+    // the nodes' poll applies it
+  } finally {
+    redis.disconnect();
+  }
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const acting = await Promise.all(
+      cluster.nodes.map(async (node) => {
+        const report = (await (await fetch(`${node.url}/flags`)).json()) as {
+          flags: Record<string, { acting: boolean }>;
+        };
+        return FLAG_KEYS.every((flag) => report.flags[flag]?.acting === values[flag]);
+      }),
+    ).catch(() => [false]);
+    if (acting.every(Boolean)) return;
+    if (Date.now() > deadline) throw new Error('not every node acts on the new flags after 15 s');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+async function record(
+  pool: Pool,
+  cluster: ClusterFile,
+  from: number,
+  to: number,
+  outcome: PromotionOutcome,
+  actor: string,
+) {
+  await pool.query(
+    'INSERT INTO promotions (environment, from_phase, to_phase, status, failed_check, actor) VALUES ($1, $2, $3, $4, $5, $6)',
+    [cluster.flagsEnv, from, to, outcome.status, outcome.failedCheck ?? null, actor],
+  );
+  await appendSerialized(pool, CLUSTER_CHAIN_ID, [
+    {
+      meshId: CLUSTER_CHAIN_ID,
+      eventType: `promotion.${outcome.status}`,
+      actor,
+      payload: {
+        environment: cluster.flagsEnv,
+        from,
+        to,
+        failedCheck: outcome.failedCheck,
+        reason: outcome.reason,
+      },
+    },
+  ]);
+}
+
+async function healthProblem(cluster: ClusterFile): Promise<string | undefined> {
+  for (const node of cluster.nodes) {
+    const ok = await fetch(`${node.url}/health`).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (!ok) return `${node.id} is not healthy`;
+  }
+  return undefined;
+}
+
+export async function promote(options: PromotionOptions): Promise<PromotionOutcome> {
+  const { cluster, to, actor, log } = options;
+  const pool = createPool(cluster.databaseUrl, { max: 2, applicationName: 'workbench-promote' });
+  try {
+    const from = await currentPhase(pool, cluster.flagsEnv, cluster.phase);
+    const block = async (reason: string, failedCheck?: string): Promise<PromotionOutcome> => {
+      const outcome: PromotionOutcome = {
+        status: 'blocked',
+        from,
+        reason,
+        ...(failedCheck ? { failedCheck } : {}),
+      };
+      await record(pool, cluster, from, to, outcome, actor);
+      return outcome;
+    };
+    if (to === from) return await block(`already at phase ${to}`);
+    const unhealthy = await healthProblem(cluster);
+    if (unhealthy) return await block(unhealthy);
+    if (options.requirePassedIn) {
+      const passed = await pool.query(
+        'SELECT 1 FROM smoke_runs WHERE environment = $1 AND phase = $2 AND passed LIMIT 1',
+        [options.requirePassedIn, to],
+      );
+      if (passed.rowCount === 0)
+        return await block(`policy: phase ${to} has not passed in ${options.requirePassedIn} yet`);
+    }
+    log(`checking phase ${from} before the flip`);
+    const before = await smoke(pool, cluster, from, expectationsOf(from));
+    if (!before.passed) return await block(`phase ${from} checks do not hold`, before.failed?.name);
+
+    const previous = readFlagsFile(flagsFile(cluster.flagsDir, cluster.flagsEnv));
+    log(`applying the phase ${to} flag preset and waiting for every node`);
+    await applyPreset(pool, cluster, phasePreset(to), actor);
+    log(`checking phase ${to} after the flip`);
+    const after = await smoke(pool, cluster, to, expectationsOf(to, options.expectationsFile));
+    if (!after.passed) {
+      log(`check ${after.failed?.name} failed: putting the phase ${from} flags back`);
+      await applyPreset(pool, cluster, previous, actor);
+      const outcome: PromotionOutcome = {
+        status: 'rolled-back',
+        from,
+        failedCheck: after.failed?.name,
+        reason: after.failed?.detail || `${after.failed?.name} did not meet its expectation`,
+      };
+      await record(pool, cluster, from, to, outcome, actor);
+      return outcome;
+    }
+    const outcome: PromotionOutcome = { status: 'promoted', from };
+    await record(pool, cluster, from, to, outcome, actor);
+    return outcome;
+  } finally {
+    await pool.end();
+  }
+}
+
+/** Back to the phase before the last promotion (its flag preset), recorded as a rollback. */
+export async function rollback(cluster: ClusterFile, actor: string, log: (line: string) => void) {
+  const pool = createPool(cluster.databaseUrl, { max: 2, applicationName: 'workbench-rollback' });
+  try {
+    const last = (
+      await pool.query<{ fromPhase: number; toPhase: number }>(
+        `SELECT from_phase AS "fromPhase", to_phase AS "toPhase" FROM promotions
+          WHERE environment = $1 AND status = 'promoted' ORDER BY id DESC LIMIT 1`,
+        [cluster.flagsEnv],
+      )
+    ).rows[0];
+    if (!last) throw new Error(`no promotion of ${cluster.flagsEnv} to roll back`);
+    log(`rolling ${cluster.flagsEnv} back from phase ${last.toPhase} to phase ${last.fromPhase}`);
+    await applyPreset(pool, cluster, phasePreset(last.fromPhase), actor);
+    await record(
+      pool,
+      cluster,
+      last.toPhase,
+      last.fromPhase,
+      { status: 'rollback', from: last.toPhase },
+      actor,
+    );
+    return last;
+  } finally {
+    await pool.end();
+  }
+}
+
+export type { CheckResult };

@@ -1,0 +1,92 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runWorkbench } from '../helpers/cli.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+
+let db: TestDatabase;
+let cwd: string;
+const flagsPath = () => join(cwd, '.workbench', 'flags', 'local.json');
+const env = { WORKBENCH_ACTOR: 'release-manager' };
+
+beforeAll(async () => {
+  db = await createTestDatabase('promote');
+  cwd = mkdtempSync(join(tmpdir(), 'wb-promote-'));
+  // Three nodes (phase 3 topology) starting on phase 0's flags, in environment "local".
+  const up = await runWorkbench(
+    ['up', '--phase', '3', '--flags-phase', '0', '--env', 'local', '--port', '0', '--database-url', db.url],
+    {},
+    cwd,
+  );
+  expect(up.code, up.stderr).toBe(0);
+}, 60_000);
+afterAll(async () => {
+  await runWorkbench(['down'], {}, cwd);
+  rmSync(cwd, { recursive: true, force: true });
+  await db?.drop();
+});
+
+const promotions = async () =>
+  (await db.query('SELECT from_phase, to_phase, status, failed_check FROM promotions ORDER BY id')).rows;
+
+describe('workbench promote and rollback', () => {
+  it('refuses a promotion whose policy is not met, changing nothing', async () => {
+    const before = readFileSync(flagsPath(), 'utf8');
+    const result = await runWorkbench(
+      ['promote', '--env', 'local', '--to', '1', '--require-passed-in', 'staging'],
+      env,
+      cwd,
+    );
+    expect(result.code).toBe(1);
+    expect(result.stdout).toContain(
+      'blocked, nothing changed: policy: phase 1 has not passed in staging yet',
+    );
+    expect(readFileSync(flagsPath(), 'utf8')).toBe(before);
+  });
+
+  it('promotes 0 → 1 → 2 → 3, each after its checks pass, recorded and audited', async () => {
+    for (const to of [1, 2, 3]) {
+      const result = await runWorkbench(['promote', '--env', 'local', '--to', String(to)], env, cwd);
+      expect(result.code, result.stdout + result.stderr).toBe(0);
+      expect(result.stdout).toContain(`promoted local from phase ${to - 1} to phase ${to}`);
+    }
+    expect(JSON.parse(readFileSync(flagsPath(), 'utf8')).flags['ha.audit']).toBe(true);
+    expect((await promotions()).filter((p) => p.status === 'promoted').map((p) => p.to_phase)).toEqual([
+      1, 2, 3,
+    ]);
+    const events = await db.query(
+      "SELECT count(*)::int AS n FROM audit_log WHERE event_type = 'promotion.promoted' AND actor = 'release-manager'",
+    );
+    expect(events.rows[0]?.n).toBe(3);
+    const runs = await db.query('SELECT count(*)::int AS n FROM smoke_runs WHERE passed');
+    expect(runs.rows[0]?.n).toBe(6); // before and after each flip
+  }, 180_000);
+
+  it('rolls the flags back when a check fails after the flip, naming the check', async () => {
+    await runWorkbench(['rollback', '--env', 'local'], env, cwd); // back to phase 2
+    const before = JSON.parse(readFileSync(flagsPath(), 'utf8')).flags;
+    expect(before['ha.audit']).toBe(false);
+    // Expectations phase 3 cannot meet after the flip: the audit chain check must fail there.
+    const strict = join(cwd, 'strict.json');
+    writeFileSync(
+      strict,
+      JSON.stringify({ checks: { 'audit-chain-intact': { expect: 'expected-fail', gap: 'none' } } }),
+    );
+    const result = await runWorkbench(
+      ['promote', '--env', 'local', '--to', '3', '--expectations', strict],
+      env,
+      cwd,
+    );
+    expect(result.code).toBe(1);
+    expect(result.stdout, result.stdout).toContain('rolled back to the previous flags');
+    expect(result.stdout).toContain('(check audit-chain-intact)');
+    expect(JSON.parse(readFileSync(flagsPath(), 'utf8')).flags).toEqual(before);
+    expect((await promotions()).at(-1)).toMatchObject({
+      from_phase: 2,
+      to_phase: 3,
+      status: 'rolled-back',
+      failed_check: 'audit-chain-intact',
+    });
+  }, 120_000);
+});
