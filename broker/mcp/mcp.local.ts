@@ -3,6 +3,7 @@ import type { SessionIdentity } from '../connections/connection.js';
 import { ProtocolError } from '../protocol/errors.js';
 import {
   assertCallable,
+  callResultFrame,
   type McpCall,
   type McpRegistry,
   type McpResult,
@@ -151,11 +152,6 @@ export class LocalMcpRegistry implements McpRegistry {
     if (!call) return;
     this.pending.delete(invokeId);
     clearTimeout(call.timer);
-    this.sink.send(call.callerSession, {
-      type: 'mcp.call_result',
-      callId: call.callerCallId,
-      ...outcome,
-      ...(call.rid === undefined ? {} : { rid: call.rid }),
-    });
+    this.sink.send(call.callerSession, callResultFrame(call, outcome));
   }
 }

@@ -6,6 +6,7 @@ import type { Logger } from '../log.js';
 import { ProtocolError } from '../protocol/errors.js';
 import {
   assertCallable,
+  callResultFrame,
   type McpCall,
   type McpRegistry,
   type McpResult,
@@ -255,12 +256,7 @@ export class SharedMcpRegistry implements McpRegistry {
     if (!call) return;
     this.waiting.delete(invokeId);
     clearTimeout(call.timer);
-    this.sink.send(call.callerSession, {
-      type: 'mcp.call_result',
-      callId: call.callerCallId,
-      ...outcome,
-      ...(call.rid === undefined ? {} : { rid: call.rid }),
-    });
+    this.sink.send(call.callerSession, callResultFrame(call, outcome));
   }
 }
 

@@ -54,6 +54,19 @@ export function assertCallable(
   if (!entry.online) throw new ProtocolError('unavailable', `the host of "${call.server}" is offline`);
 }
 
+/** The one answer a caller gets for its call: its own callId and its request's rid. */
+export function callResultFrame(
+  call: { callerCallId: string; rid: string | undefined },
+  outcome: { result?: unknown; error?: string },
+): object {
+  return {
+    type: 'mcp.call_result',
+    callId: call.callerCallId,
+    ...outcome,
+    ...(call.rid === undefined ? {} : { rid: call.rid }),
+  };
+}
+
 /** This node's sockets, as the MCP registry reaches them. */
 export interface McpSink {
   send(sessionId: string, frame: object): void;

@@ -5,14 +5,15 @@
  */
 import { verifyMesh } from '../../broker/audit/verify.js';
 import { createPool } from '../../broker/db/pool.js';
+import type { MeshClient } from '../../client/client.js';
 import type { Frame } from '../../client/frames.js';
-import { eventually, type SmokeContext } from './context.js';
+import { eventually, type SmokeContext, type SmokeMesh } from './context.js';
 
 export class CheckFailed extends Error {}
+export class NotApplicable extends Error {}
 
 /** How long a check waits for something to arrive before it calls it missing (generous: machines are busy). */
 const DELIVERY_WAIT_MS = 5000;
-export class NotApplicable extends Error {}
 
 export interface Check {
   name: string;
@@ -21,10 +22,23 @@ export interface Check {
   run(context: SmokeContext): Promise<void>;
 }
 
-function twoNodes(context: SmokeContext) {
+interface TwoNodes {
+  a: { id: string; url: string };
+  b: { id: string; url: string };
+  mesh: SmokeMesh;
+  /** A peer of the mesh's first member on node a, and of its second member on node b. */
+  onA: MeshClient;
+  onB: MeshClient;
+}
+
+/** The set-up of every cross-node check: a fresh mesh, one peer on each of the first two nodes. */
+async function onTwoNodes(context: SmokeContext): Promise<TwoNodes> {
   const [a, b] = context.target.nodes;
   if (!a || !b) throw new NotApplicable('needs two nodes');
-  return [a, b] as const;
+  const mesh = await context.mesh(2);
+  const onA = await context.peer(a.url, mesh, mesh.members[0]!);
+  const onB = await context.peer(b.url, mesh, mesh.members[1]!);
+  return { a, b, mesh, onA, onB };
 }
 
 export const CHECKS: Check[] = [
@@ -32,45 +46,38 @@ export const CHECKS: Check[] = [
     name: 'cross-node-dm',
     row: 'direct / broadcast / group delivery',
     async run(context) {
-      const [a, b] = twoNodes(context);
-      const mesh = await context.mesh(2);
-      const recipient = await context.peer(a.url, mesh, mesh.members[0]!);
-      const sender = await context.peer(b.url, mesh, mesh.members[1]!);
+      const { a, b, mesh, onA, onB } = await onTwoNodes(context);
       let got = false;
-      recipient.on('message', () => {
+      onA.on('message', () => {
         got = true;
       });
-      await sender.send(mesh.members[0]!.pubkey, 'smoke');
-      if (!(await eventually(() => got, DELIVERY_WAIT_MS)))
+      await onB.send(mesh.members[0]!.pubkey, 'smoke');
+      if (!(await eventually(() => got, DELIVERY_WAIT_MS))) {
         throw new CheckFailed(`a DM sent on ${b.id} did not reach ${a.id} in ${DELIVERY_WAIT_MS / 1000} s`);
+      }
     },
   },
   {
     name: 'cross-node-stream',
     row: 'streamSubscriptions',
     async run(context) {
-      const [a, b] = twoNodes(context);
-      const mesh = await context.mesh(2);
-      const subscriber = await context.peer(a.url, mesh, mesh.members[0]!);
-      const publisher = await context.peer(b.url, mesh, mesh.members[1]!);
-      await subscriber.request({ type: 'stream.subscribe', stream: 'smoke' });
+      const { a, b, onA, onB } = await onTwoNodes(context);
+      await onA.request({ type: 'stream.subscribe', stream: 'smoke' });
       let got = false;
-      subscriber.on('frame', (f) => {
+      onA.on('frame', (f) => {
         if (f.type === 'stream.data') got = true;
       });
-      await publisher.request({ type: 'stream.publish', stream: 'smoke', data: 1 });
-      if (!(await eventually(() => got, DELIVERY_WAIT_MS)))
+      await onB.request({ type: 'stream.publish', stream: 'smoke', data: 1 });
+      if (!(await eventually(() => got, DELIVERY_WAIT_MS))) {
         throw new CheckFailed(`a publish on ${b.id} did not reach a subscriber on ${a.id}`);
+      }
     },
   },
   {
     name: 'presence-cluster-wide',
     row: 'presence / sessions',
     async run(context) {
-      const [a, b] = twoNodes(context);
-      const mesh = await context.mesh(2);
-      const onA = await context.peer(a.url, mesh, mesh.members[0]!);
-      const onB = await context.peer(b.url, mesh, mesh.members[1]!);
+      const { a, b, onA, onB } = await onTwoNodes(context);
       const ok = await eventually(
         async () => (await onA.peers()).some((p) => p.sessionId === onB.sessionId),
         2000,
@@ -82,10 +89,7 @@ export const CHECKS: Check[] = [
     name: 'audit-chain-intact',
     row: 'audit lastHash',
     async run(context) {
-      const [a, b] = twoNodes(context);
-      const mesh = await context.mesh(2);
-      const onA = await context.peer(a.url, mesh, mesh.members[0]!);
-      const onB = await context.peer(b.url, mesh, mesh.members[1]!);
+      const { mesh, onA, onB } = await onTwoNodes(context);
       // Appends from both nodes, interleaved: each node has had the chain's head before the other moves it.
       for (let i = 0; i < 3; i++) {
         await onA.send(mesh.members[1]!.pubkey, `a${i}`);
@@ -96,10 +100,10 @@ export const CHECKS: Check[] = [
       const pool = createPool(context.target.databaseUrl, { max: 1, applicationName: 'workbench-smoke' });
       try {
         const result = await verifyMesh(pool, mesh.meshId);
-        if (!result.valid)
-          throw new CheckFailed(
-            `the chain is not intact: ${result.forks.length} fork(s)${result.brokenAt ? `, broken at seq ${result.brokenAt.seq}` : ''}`,
-          );
+        if (!result.valid) {
+          const broken = result.brokenAt ? `, broken at seq ${result.brokenAt.seq}` : '';
+          throw new CheckFailed(`the chain is not intact: ${result.forks.length} fork(s)${broken}`);
+        }
       } finally {
         await pool.end();
       }
@@ -109,20 +113,38 @@ export const CHECKS: Check[] = [
     name: 'clock-single-authority',
     row: 'meshClocks',
     async run(context) {
-      const [a, b] = twoNodes(context);
-      const mesh = await context.mesh(2);
-      const onA = await context.peer(a.url, mesh, mesh.members[0]!);
-      const onB = await context.peer(b.url, mesh, mesh.members[1]!);
-      const ticks: number[] = [];
+      const { a, b, onA, onB } = await onTwoNodes(context);
+      // One authority: the ticks a session on b sees are the very ticks (tick, epoch) a session on a sees.
+      const seenOnA = new Set<string>();
+      const seenOnB: Array<{ tick: number; key: string }> = [];
+      onA.on('frame', (f) => {
+        if (f.type === 'clock.tick') seenOnA.add(`${f.epoch}:${f.tick}`);
+      });
       onB.on('frame', (f) => {
-        if (f.type === 'clock.tick') ticks.push(Number(f.tick));
+        if (f.type === 'clock.tick') seenOnB.push({ tick: Number(f.tick), key: `${f.epoch}:${f.tick}` });
       });
       await onA.request({ type: 'clock.set', speed: 10 });
-      const ok = await eventually(() => ticks.length >= 2, 4000);
+      const ok = await eventually(() => seenOnB.filter((t) => seenOnA.has(t.key)).length >= 2, 4000);
+      // Two clocks started from the same row can tick the same numbers: ask each node who leads.
+      const [onAStatus, onBStatus] = await Promise.all(
+        [onA, onB].map((peer) =>
+          peer.request<Frame & { leader: string | null }>({ type: 'clock.get' }).catch(() => undefined),
+        ),
+      );
       await onA.request({ type: 'clock.pause' }).catch(() => {});
-      if (!ok) throw new CheckFailed(`a session on ${b.id} got no ticks of a clock set on ${a.id}`);
-      for (let i = 1; i < ticks.length; i++) {
-        if (ticks[i]! <= ticks[i - 1]!) throw new CheckFailed(`ticks went ${ticks[i - 1]} → ${ticks[i]}`);
+      if (onAStatus?.leader !== onBStatus?.leader) {
+        throw new CheckFailed(
+          `two clocks: ${a.id} says ${onAStatus?.leader} leads, ${b.id} says ${onBStatus?.leader}`,
+        );
+      }
+      if (!ok)
+        throw new CheckFailed(`a session on ${b.id} did not get the ticks of the clock set on ${a.id}`);
+      const foreign = seenOnB.find((t) => !seenOnA.has(t.key));
+      if (foreign)
+        throw new CheckFailed(`${b.id} saw tick ${foreign.key} that ${a.id} never saw: two clocks`);
+      for (let i = 1; i < seenOnB.length; i++) {
+        if (seenOnB[i]!.tick <= seenOnB[i - 1]!.tick)
+          throw new CheckFailed(`ticks went ${seenOnB[i - 1]!.tick} → ${seenOnB[i]!.tick}`);
       }
     },
   },
@@ -130,10 +152,7 @@ export const CHECKS: Check[] = [
     name: 'mcp-cross-node',
     row: 'mcpRegistry + call resolvers',
     async run(context) {
-      const [a, b] = twoNodes(context);
-      const mesh = await context.mesh(2);
-      const host = await context.peer(a.url, mesh, mesh.members[0]!);
-      const caller = await context.peer(b.url, mesh, mesh.members[1]!);
+      const { a, b, onA: host, onB: caller } = await onTwoNodes(context);
       await host.request({
         type: 'mcp.register',
         server: 'smoke',
@@ -163,21 +182,21 @@ export const CHECKS: Check[] = [
     row: 'runtime flags',
     async run(context) {
       const reports = await Promise.all(
-        context.target.nodes.map(async (node) => ({
-          node: node.id,
-          flags: (
-            (await (await fetch(`${node.url}/flags`)).json()) as {
-              flags: Record<string, { value: boolean; acting: boolean }>;
-            }
-          ).flags,
-        })),
+        context.target.nodes.map(async (node) => {
+          const response = await fetch(`${node.url}/flags`);
+          const body = (await response.json()) as {
+            flags: Record<string, { value: boolean; acting: boolean }>;
+          };
+          return { node: node.id, flags: body.flags };
+        }),
       );
       const [first] = reports;
       for (const report of reports) {
         for (const [flag, state] of Object.entries(report.flags)) {
           if (state.value !== state.acting) throw new CheckFailed(`${report.node} does not act on ${flag}`);
-          if (first && first.flags[flag]?.value !== state.value)
+          if (first && first.flags[flag]?.value !== state.value) {
             throw new CheckFailed(`${report.node} and ${first.node} disagree on ${flag}`);
+          }
         }
       }
     },
