@@ -1,24 +1,17 @@
 import type { Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
 import { ProtocolError } from '../protocol/errors.js';
-import type { ClockSink, ClockStatus, MeshClocks } from './clock.js';
-
-interface ClockRow {
-  speed: number;
-  paused: boolean;
-  autoPaused: boolean;
-  tick: number;
-  simTimeMs: number;
-  epoch: number;
-  leaderNode: string | null;
-}
+import {
+  CLOCK_ROW_COLUMNS,
+  type ClockRow,
+  type ClockSink,
+  type ClockStatus,
+  type MeshClocks,
+} from './clock.js';
 
 interface RunningClock extends ClockRow {
   timer: NodeJS.Timeout | undefined;
 }
-
-const ROW = `speed, paused, auto_paused AS "autoPaused", tick, sim_time_ms AS "simTimeMs", epoch,
-  leader_node AS "leaderNode"`;
 
 export interface LocalClocksOptions {
   pool: Pool;
@@ -144,7 +137,7 @@ export class LocalClocks implements MeshClocks {
     const known = this.clocks.get(meshId);
     if (known) return known;
     const result = await this.options.pool.query<ClockRow>(
-      `SELECT ${ROW} FROM mesh_clocks WHERE mesh_id = $1`,
+      `SELECT ${CLOCK_ROW_COLUMNS} FROM mesh_clocks WHERE mesh_id = $1`,
       [meshId],
     );
     const row = result.rows[0];

@@ -2,7 +2,14 @@ import type { Bus } from '../bus/bus.js';
 import type { Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
 import { ProtocolError } from '../protocol/errors.js';
-import type { ClockSink, ClockStatus, ClockTickFrame, MeshClocks } from './clock.js';
+import {
+  CLOCK_ROW_COLUMNS,
+  type ClockRow,
+  type ClockSink,
+  type ClockStatus,
+  type ClockTickFrame,
+  type MeshClocks,
+} from './clock.js';
 import { ClockLeadership } from './leadership.js';
 
 interface Led {
@@ -10,19 +17,6 @@ interface Led {
   timer: NodeJS.Timeout;
   busy: boolean;
 }
-
-interface Row {
-  speed: number;
-  paused: boolean;
-  autoPaused: boolean;
-  tick: number;
-  simTimeMs: number;
-  epoch: number;
-  leaderNode: string | null;
-}
-
-const ROW = `speed, paused, auto_paused AS "autoPaused", tick, sim_time_ms AS "simTimeMs", epoch,
-  leader_node AS "leaderNode"`;
 
 export interface SharedClocksOptions {
   pool: Pool;
@@ -140,10 +134,11 @@ export class SharedClocks implements MeshClocks {
     await this.leadership.close();
   }
 
-  private async row(meshId: string): Promise<Row | undefined> {
-    const result = await this.options.pool.query<Row>(`SELECT ${ROW} FROM mesh_clocks WHERE mesh_id = $1`, [
-      meshId,
-    ]);
+  private async row(meshId: string): Promise<ClockRow | undefined> {
+    const result = await this.options.pool.query<ClockRow>(
+      `SELECT ${CLOCK_ROW_COLUMNS} FROM mesh_clocks WHERE mesh_id = $1`,
+      [meshId],
+    );
     return result.rows[0];
   }
 
@@ -194,10 +189,10 @@ export class SharedClocks implements MeshClocks {
     if (led.busy || this.led.get(meshId) !== led) return;
     led.busy = true;
     try {
-      const result = await this.options.pool.query<Row>(
+      const result = await this.options.pool.query<ClockRow>(
         `UPDATE mesh_clocks SET tick = tick + 1, sim_time_ms = sim_time_ms + round(speed * $3)::bigint, updated_at = now()
           WHERE mesh_id = $1 AND epoch = $2 AND NOT paused
-          RETURNING ${ROW}`,
+          RETURNING ${CLOCK_ROW_COLUMNS}`,
         [meshId, led.epoch, this.options.tickMs],
       );
       const row = result.rows[0];

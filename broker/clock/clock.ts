@@ -30,6 +30,20 @@ export interface ClockTickFrame {
   epoch: number;
 }
 
+/** A `mesh_clocks` row as both implementations read it (columns: CLOCK_ROW_COLUMNS). */
+export interface ClockRow {
+  speed: number;
+  paused: boolean;
+  autoPaused: boolean;
+  tick: number;
+  simTimeMs: number;
+  epoch: number;
+  leaderNode: string | null;
+}
+
+export const CLOCK_ROW_COLUMNS = `speed, paused, auto_paused AS "autoPaused", tick, sim_time_ms AS "simTimeMs",
+  epoch, leader_node AS "leaderNode"`;
+
 export type ClockSink = (meshId: string, frame: ClockTickFrame) => void;
 
 export interface MeshClocks {

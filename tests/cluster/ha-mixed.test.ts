@@ -1,8 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { MeshClient } from '../../client/client.js';
 import type { Frame } from '../../client/frames.js';
-import type { FlagKey } from '../../flags/registry.js';
-import { TestCluster } from '../helpers/cluster.js';
+import { HA_PART1_FLAGS, TestCluster } from '../helpers/cluster.js';
 import { helloFrame } from '../helpers/hello.js';
 import { closeAllClients, connectPeer } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
@@ -13,15 +12,7 @@ import { waitFor } from '../helpers/wait.js';
  * One cluster, two nodes: "shared" runs every HA-part-1 row's shared implementation, "legacy" the local
  * ones: what a cluster looks like halfway through a flip. Each test states what happens per row.
  */
-const PART1: FlagKey[] = [
-  'ha.presence',
-  'ha.delivery',
-  'ha.connection-cap',
-  'ha.rate-limits',
-  'ha.streams',
-  'ha.mcp',
-  'ha.clock',
-];
+const PART1 = HA_PART1_FLAGS;
 
 let db: TestDatabase;
 let cluster: TestCluster;

@@ -1,23 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { MeshClient } from '../../client/client.js';
-import type { FlagKey } from '../../flags/registry.js';
-import { TestCluster } from '../helpers/cluster.js';
+import { HA_PART1_FLAGS, TestCluster } from '../helpers/cluster.js';
 import { helloFrame, rawSession } from '../helpers/hello.js';
 import { closeAllClients, connectPeer } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { RawSocket } from '../helpers/raw.js';
 import { waitFor } from '../helpers/wait.js';
 
-const PART1: FlagKey[] = [
-  'ha.presence',
-  'ha.delivery',
-  'ha.connection-cap',
-  'ha.rate-limits',
-  'ha.streams',
-  'ha.mcp',
-  'ha.clock',
-];
+const PART1 = HA_PART1_FLAGS;
 const ALL_ON = Object.fromEntries(PART1.map((f) => [f, true]));
 const ALL_OFF = Object.fromEntries(PART1.map((f) => [f, false]));
 

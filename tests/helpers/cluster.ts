@@ -10,6 +10,17 @@ import { type NodeProcess, spawnBrokerProcess } from './cli.js';
 import type { TestMesh } from './mesh.js';
 import { waitFor } from './wait.js';
 
+/** The rows HA part 1 (issue 5) made shareable: the flags the part-1 cluster tests turn on and off. */
+export const HA_PART1_FLAGS: FlagKey[] = [
+  'ha.presence',
+  'ha.delivery',
+  'ha.connection-cap',
+  'ha.rate-limits',
+  'ha.streams',
+  'ha.mcp',
+  'ha.clock',
+];
+
 /** Timings that make cluster behaviour observable in seconds, not minutes. */
 export const FAST_CLUSTER = {
   HEARTBEAT_MS: '500',
