@@ -1,4 +1,10 @@
-import { Counter, collectDefaultMetrics, Gauge, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+
+/** What the ownership gauges read at scrape time (set by the composition root once the modules exist). */
+export interface OwnershipSources {
+  clocksLed: () => number;
+  watchesOwned: () => number;
+}
 
 /**
  * The node's Prometheus metrics. Every series carries `node` (a default label), so a cluster's metrics
@@ -12,6 +18,13 @@ export class BrokerMetrics {
     name: 'mesh_broker_connections',
     help: 'WebSocket sessions held by this node, per mesh',
     labelNames: ['mesh'],
+    registers: [this.registry],
+  });
+
+  readonly hellosAccepted = new Counter({
+    name: 'mesh_broker_hellos_accepted_total',
+    help: 'Hellos welcomed on this node, by whether the session resumed (resumed="true" is a reconnect)',
+    labelNames: ['resumed'],
     registers: [this.registry],
   });
 
@@ -39,6 +52,19 @@ export class BrokerMetrics {
     name: 'mesh_broker_deliveries_total',
     help: 'Message frames written to sessions, by path (local: live on this node; backlog: replay on connect)',
     labelNames: ['path'],
+    registers: [this.registry],
+  });
+
+  /**
+   * From a publish accepted on one node to its delivery by another node (the bus payload carries the
+   * origin's `publishedAt`), by kind (message, stream). Cross-node clocks are assumed to be in sync
+   * (NTP); a negative difference is recorded as 0.
+   */
+  readonly fanoutLatency = new Histogram({
+    name: 'mesh_broker_fanout_latency_seconds',
+    help: 'Time from a publish accepted on another node to its delivery to sessions here, by kind',
+    labelNames: ['kind'],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
     registers: [this.registry],
   });
 
@@ -125,6 +151,23 @@ export class BrokerMetrics {
     registers: [this.registry],
   });
 
+  // Ownership gauges read the modules at scrape time, so they cannot drift from what the node does.
+  private ownership: OwnershipSources = { clocksLed: () => 0, watchesOwned: () => 0 };
+
+  readonly clocksLed: Gauge = new Gauge({
+    name: 'mesh_broker_clocks_led',
+    help: 'Mesh clocks this node ticks (with ha.clock: meshes whose clock lock it holds)',
+    registers: [this.registry],
+    collect: (): void => this.clocksLed.set(this.ownership.clocksLed()),
+  });
+
+  readonly watchesOwned: Gauge = new Gauge({
+    name: 'mesh_broker_watches_owned',
+    help: 'URL watches this node polls (with ha.watches: watches whose lease it holds)',
+    registers: [this.registry],
+    collect: (): void => this.watchesOwned.set(this.ownership.watchesOwned()),
+  });
+
   readonly activeLease = new Gauge({
     name: 'mesh_broker_active_lease_held',
     help: '1 while this node holds the cluster active lease (ha.active-lease) and runs the background work',
@@ -146,5 +189,14 @@ export class BrokerMetrics {
   constructor(nodeId: string) {
     this.registry.setDefaultLabels({ node: nodeId });
     collectDefaultMetrics({ register: this.registry, prefix: 'mesh_broker_process_' });
+    // Known label values start at 0, so a rate or a dashboard query has a series before the first event.
+    for (const kind of ['send', 'hook']) this.rateLimited.inc({ kind }, 0);
+    this.helloRejections.inc({ reason: 'mesh at capacity' }, 0);
+    for (const resumed of ['true', 'false']) this.hellosAccepted.inc({ resumed }, 0);
+    for (const outcome of ['fired', 'skipped', 'failed']) this.scheduleFires.inc({ outcome }, 0);
+  }
+
+  watchOwnership(sources: OwnershipSources): void {
+    this.ownership = sources;
   }
 }

@@ -157,6 +157,7 @@ export function createModules(context: ModuleContext): NodeModules {
     sweepMs: config.sweepMs,
     sweepMinAgeMs: config.sweepMinAgeMs,
     delivered: (path, count) => metrics.deliveries.inc({ path }, count),
+    fanoutLatency: (seconds) => metrics.fanoutLatency.observe({ kind: 'message' }, seconds),
     log,
   });
   const delivery = new Switch<Delivery>(
@@ -231,7 +232,9 @@ export function createModules(context: ModuleContext): NodeModules {
     },
   );
   const localStreams = new LocalStreams(sinks.streams);
-  const sharedStreams = new SharedStreams(localStreams, pool, bus);
+  const sharedStreams = new SharedStreams(localStreams, pool, bus, (seconds) =>
+    metrics.fanoutLatency.observe({ kind: 'stream' }, seconds),
+  );
   const streams = new Switch<Streams>(
     'ha.streams',
     localStreams,
@@ -342,6 +345,11 @@ export function createModules(context: ModuleContext): NodeModules {
       else await sharedWatches.deactivate();
     },
   );
+
+  metrics.watchOwnership({
+    clocksLed: () => (clocks.using === 'shared' ? sharedClocks.leading() : localClocks.running().length),
+    watchesOwned: () => poller.ids().length,
+  });
 
   /** Starts or stops this node's background work to match the gate (and at node start). */
   let applying: Promise<void> = Promise.resolve();

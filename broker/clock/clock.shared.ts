@@ -126,6 +126,11 @@ export class SharedClocks implements MeshClocks {
     return [...this.wanted];
   }
 
+  /** How many mesh clocks this node leads now (holds the lock of and ticks). */
+  leading(): number {
+    return this.led.size;
+  }
+
   async close(): Promise<void> {
     if (this.retry) clearInterval(this.retry);
     this.retry = undefined;

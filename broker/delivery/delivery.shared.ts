@@ -1,4 +1,5 @@
 import type { Bus } from '../bus/bus.js';
+import { secondsSince } from '../bus/latency.js';
 import type { DurableFrame } from '../connections/connection.js';
 import type { ConnectionRegistry } from '../connections/registry.js';
 import type { Logger } from '../log.js';
@@ -14,6 +15,8 @@ export interface SharedDeliveryOptions {
   /** A message is left to the live path this long before the sweep considers it. */
   sweepMinAgeMs: number;
   delivered: (path: 'local' | 'remote' | 'sweep', count: number) => void;
+  /** Seconds from the publish on the origin node to a remote delivery here (fan-out latency). */
+  fanoutLatency: (seconds: number) => void;
   log: Logger;
 }
 
@@ -37,7 +40,9 @@ export class SharedDelivery implements Delivery {
   constructor(private readonly options: SharedDeliveryOptions) {
     options.bus.on('delivery.message', (_meshId, payload) => {
       const count = this.deliverHere(payload.frame as DurableFrame, payload.recipients as number[]);
-      if (count > 0) options.delivered('remote', count);
+      if (count === 0) return;
+      options.delivered('remote', count);
+      if (typeof payload.publishedAt === 'number') options.fanoutLatency(secondsSince(payload.publishedAt));
     });
     options.bus.onReconnect(() => void this.sweep());
   }
@@ -58,7 +63,12 @@ export class SharedDelivery implements Delivery {
   async dispatch(meshId: string, message: DurableFrame, recipients: number[]): Promise<void> {
     const count = this.deliverHere(message, recipients);
     if (count > 0) this.options.delivered('local', count);
-    await this.options.bus.publishToMesh(meshId, 'delivery.message', { frame: message, recipients });
+    // publishedAt: when this node handed it on, so the receiving node can measure the fan-out latency.
+    await this.options.bus.publishToMesh(meshId, 'delivery.message', {
+      frame: message,
+      recipients,
+      publishedAt: Date.now(),
+    });
   }
 
   close(): Promise<void> {

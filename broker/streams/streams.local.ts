@@ -47,14 +47,16 @@ export class LocalStreams implements Streams {
     this.subscriptions.clear();
   }
 
-  /** Hands a publish to this node's subscribers of its stream, except the publishing session. */
-  deliverHere(meshId: string, frame: StreamDataFrame): void {
+  /**
+   * Hands a publish to this node's subscribers of its stream, except the publishing session; returns how
+   * many sessions it was handed to.
+   */
+  deliverHere(meshId: string, frame: StreamDataFrame): number {
     const subscribers = this.subscriptions.get(meshId)?.get(frame.stream);
-    if (!subscribers) return;
-    this.sink(
-      [...subscribers].filter((id) => id !== frame.fromSession),
-      frame,
-    );
+    if (!subscribers) return 0;
+    const to = [...subscribers].filter((id) => id !== frame.fromSession);
+    this.sink(to, frame);
+    return to.length;
   }
 
   /** Every subscription this node holds, for the shared implementation to write through on a flip. */

@@ -1,4 +1,5 @@
 import type { Bus } from '../bus/bus.js';
+import { secondsSince } from '../bus/latency.js';
 import type { SessionIdentity } from '../connections/connection.js';
 import type { Pool } from '../db/pool.js';
 import type { StreamDataFrame, Streams } from './streams.js';
@@ -20,10 +21,13 @@ export class SharedStreams implements Streams {
     private readonly local: LocalStreams,
     private readonly pool: Pool,
     private readonly bus: Bus,
+    fanoutLatency: (seconds: number) => void,
   ) {
-    bus.on('stream.data', (meshId, payload) =>
-      local.deliverHere(meshId, payload as unknown as StreamDataFrame),
-    );
+    bus.on('stream.data', (meshId, payload) => {
+      const { publishedAt, ...frame } = payload;
+      const count = local.deliverHere(meshId, frame as unknown as StreamDataFrame);
+      if (count > 0 && typeof publishedAt === 'number') fanoutLatency(secondsSince(publishedAt));
+    });
   }
 
   async subscribe(session: SessionIdentity, stream: string): Promise<void> {
@@ -51,7 +55,8 @@ export class SharedStreams implements Streams {
       fromSession: session.sessionId,
     };
     this.local.deliverHere(session.meshId, frame);
-    await this.bus.publishToMesh(session.meshId, 'stream.data', frame as unknown as Record<string, unknown>);
+    // publishedAt rides beside the frame (stripped on arrival) for the receivers' fan-out latency.
+    await this.bus.publishToMesh(session.meshId, 'stream.data', { ...frame, publishedAt: Date.now() });
   }
 
   async list(meshId: string): Promise<Array<{ name: string; subscribers: number }>> {

@@ -181,6 +181,7 @@ export class Gateway {
     previous?.close(CloseCode.sessionReplaced, 'session replaced by a newer connection');
     metrics.connections.inc({ mesh: identity.meshId });
     const { reattached } = await presence.attach(identity);
+    metrics.hellosAccepted.inc({ resumed: String(reattached) });
     connection.send({
       type: 'welcome',
       v: 1,
