@@ -351,3 +351,18 @@ export const promotions = pgTable(
   },
   (t) => [index('promotions_env_idx').on(t.environment, t.id)],
 );
+
+/**
+ * How far the independent audit verifier (`workbench audit verify --follow`) got in each mesh's chain:
+ * the level it verified up to and the hash of that head row, plus what it found on the way. A verifier
+ * that restarts continues from here (and notices a head that was rewritten since). Written only by the
+ * verifier, never by a broker.
+ */
+export const auditVerifierProgress = pgTable('audit_verifier_progress', {
+  meshId: uuid('mesh_id').primaryKey(),
+  verifiedSeq: bigint('verified_seq', { mode: 'number' }).notNull(),
+  verifiedHash: text('verified_hash').notNull(),
+  breaks: integer('breaks').notNull().default(0),
+  forks: integer('forks').notNull().default(0),
+  updatedAt: timestamp('updated_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+});

@@ -1,23 +1,45 @@
 import { verifyMesh } from '../../broker/audit/verify.js';
 import { createPool } from '../../broker/db/pool.js';
-import { parse, UsageError } from '../args.js';
+import { parse, positiveInt, UsageError } from '../args.js';
 import { databaseUrlFor } from '../database.js';
+import { runVerifier } from '../verifier/run.js';
 
 /**
  * `workbench audit verify [--mesh ID] [--json]`: walks each mesh's chain straight from Postgres,
  * independent of any node. Prints one line per mesh; exits 1 when any chain is broken or forked.
+ * With `--follow` it keeps going as the independent verifier process (cli/verifier/): incremental passes
+ * every `--interval-ms`, a full rescan every `--rescan-ms`, findings on its own /metrics.
  */
 export async function auditCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parse(argv, {
     mesh: { type: 'string' },
     json: { type: 'boolean' },
     'database-url': { type: 'string' },
+    follow: { type: 'boolean' },
+    'interval-ms': { type: 'string' },
+    'rescan-ms': { type: 'string' },
+    'metrics-port': { type: 'string' },
+    host: { type: 'string' },
   });
   const [action, ...extra] = positionals;
   if (action !== 'verify') throw new UsageError(`unknown audit action "${action ?? ''}" (expected "verify")`);
   if (extra.length > 0) throw new UsageError(`unexpected argument "${extra[0]}"`);
   if (values.mesh !== undefined && !/^[0-9a-f-]{36}$/i.test(values.mesh))
     throw new UsageError('--mesh must be a mesh id (UUID)');
+  if (values.follow) {
+    if (values.json) throw new UsageError('--json does not go with --follow (findings go to /metrics)');
+    return runVerifier({
+      databaseUrl: databaseUrlFor(values['database-url']),
+      meshId: values.mesh,
+      intervalMs: positiveInt('--interval-ms', values['interval-ms'], 1000),
+      rescanMs: positiveInt('--rescan-ms', values['rescan-ms'], 300_000),
+      host: values.host ?? '127.0.0.1',
+      port: portNumber(values['metrics-port']),
+    });
+  }
+  for (const option of ['interval-ms', 'rescan-ms', 'metrics-port', 'host'] as const) {
+    if (values[option] !== undefined) throw new UsageError(`--${option} needs --follow`);
+  }
 
   const pool = createPool(databaseUrlFor(values['database-url']), {
     max: 2,
@@ -59,4 +81,12 @@ export async function auditCommand(argv: string[]): Promise<number> {
   } finally {
     await pool.end();
   }
+}
+
+/** The verifier's metrics port: 0 to 65535 (0 picks a free one, printed at start); default 9464. */
+function portNumber(value: string | undefined): number {
+  if (value === undefined) return 9464;
+  if (!/^\d+$/.test(value) || Number(value) > 65535)
+    throw new UsageError('--metrics-port must be a port number (0-65535)');
+  return Number(value);
 }

@@ -42,6 +42,7 @@ describe('workbench CLI', () => {
     await client.end();
     expect(tables.rows.map((r) => r.tablename)).toEqual([
       'audit_log',
+      'audit_verifier_progress',
       'cluster_leases',
       'deliveries',
       'flag_states',

@@ -1,0 +1,78 @@
+/**
+ * The verifier's own /metrics (it is not a broker: its registry holds only what it found). Series carry
+ * `node` (the verifier's id) like every broker series, and `mesh`.
+ */
+import { createServer, type Server } from 'node:http';
+import { Counter, Gauge, Registry } from 'prom-client';
+
+export class VerifierMetrics {
+  readonly registry = new Registry();
+
+  readonly verifiedSeq = new Gauge({
+    name: 'mesh_broker_audit_verifier_verified_seq',
+    help: 'The seq of the last audit chain row the independent verifier checked, per mesh',
+    labelNames: ['mesh'],
+    registers: [this.registry],
+  });
+
+  readonly lagRows = new Gauge({
+    name: 'mesh_broker_audit_verifier_lag_rows',
+    help: 'Audit chain rows of the mesh beyond the verified seq (not checked yet)',
+    labelNames: ['mesh'],
+    registers: [this.registry],
+  });
+
+  readonly breaks = new Gauge({
+    name: 'mesh_broker_audit_verifier_breaks',
+    help: 'Rows of the mesh whose hash or link does not hold, as found so far',
+    labelNames: ['mesh'],
+    registers: [this.registry],
+  });
+
+  readonly forks = new Gauge({
+    name: 'mesh_broker_audit_verifier_forks',
+    help: 'Extra rows at an already taken seq of the mesh (each is one fork branch)',
+    labelNames: ['mesh'],
+    registers: [this.registry],
+  });
+
+  readonly passes = new Counter({
+    name: 'mesh_broker_audit_verifier_passes_total',
+    help: 'Verification passes, by kind (incremental: new rows only; rescan: every row from genesis)',
+    labelNames: ['kind'],
+    registers: [this.registry],
+  });
+
+  readonly dbUp = new Gauge({
+    name: 'mesh_broker_audit_verifier_db_up',
+    help: '1 when the last pass reached Postgres',
+    registers: [this.registry],
+  });
+
+  constructor(nodeId: string) {
+    this.registry.setDefaultLabels({ node: nodeId });
+    for (const kind of ['incremental', 'rescan']) this.passes.inc({ kind }, 0);
+  }
+
+  /** GET /metrics (and /health, for compose health checks). */
+  serve(host: string, port: number): Promise<Server> {
+    const server = createServer((request, response) => {
+      if (request.method === 'GET' && request.url === '/metrics') {
+        this.registry.metrics().then(
+          (text) => response.writeHead(200, { 'content-type': this.registry.contentType }).end(text),
+          (error: Error) => response.writeHead(500).end(error.message),
+        );
+        return;
+      }
+      if (request.method === 'GET' && request.url === '/health') {
+        response.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
+        return;
+      }
+      response.writeHead(404).end();
+    });
+    return new Promise((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => resolve(server));
+    });
+  }
+}
