@@ -1,0 +1,86 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { WORKBENCH } from './cli.js';
+import { freePort } from './ports.js';
+import { waitFor } from './wait.js';
+
+export interface VerifierProcess {
+  process: ChildProcess;
+  /** http://127.0.0.1:PORT (its /metrics). */
+  url: string;
+  port: number;
+  output(): string;
+  exited: Promise<number | string | null>;
+  /** SIGTERM, then the exit code. */
+  stop(): Promise<number | string | null>;
+}
+
+/** `workbench audit verify --follow` as its own process, ready once its /metrics answers. */
+export async function startVerifier(databaseUrl: string, args: string[] = []): Promise<VerifierProcess> {
+  const port = await freePort();
+  const child = spawn(
+    process.execPath,
+    [
+      WORKBENCH,
+      'audit',
+      'verify',
+      '--follow',
+      '--metrics-port',
+      String(port),
+      '--database-url',
+      databaseUrl,
+      ...args,
+    ],
+    { env: { ...process.env, NODE_ID: `verifier-${port}` }, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let output = '';
+  child.stdout!.on('data', (chunk) => {
+    output += chunk;
+  });
+  child.stderr!.on('data', (chunk) => {
+    output += chunk;
+  });
+  const exited = new Promise<number | string | null>((resolve) =>
+    child.on('exit', (code, signal) => resolve(code ?? signal)),
+  );
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor(
+    async () => {
+      if (child.exitCode !== null) throw new Error(`verifier exited during start:\n${output}`);
+      return fetch(`${url}/metrics`).then(
+        (r) => r.ok,
+        () => false,
+      );
+    },
+    { timeoutMs: 10_000, what: 'the verifier /metrics' },
+  );
+  return {
+    process: child,
+    url,
+    port,
+    output: () => output,
+    exited,
+    stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      return exited;
+    },
+  };
+}
+
+/** The value of one series in Prometheus text, matched by name and a subset of its labels. */
+export function seriesValue(
+  text: string,
+  name: string,
+  labels: Record<string, string> = {},
+): number | undefined {
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
+    if (Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) {
+      return Number(line.slice(line.lastIndexOf(' ') + 1));
+    }
+  }
+  return undefined;
+}
+
+export async function scrape(url: string): Promise<string> {
+  return (await fetch(`${url}/metrics`)).text();
+}

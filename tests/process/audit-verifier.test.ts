@@ -1,0 +1,147 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { auditHash, GENESIS } from '../../broker/audit/chain.js';
+import { runWorkbench } from '../helpers/cli.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { scrape, seriesValue, startVerifier, type VerifierProcess } from '../helpers/verifier.js';
+import { waitFor } from '../helpers/wait.js';
+
+let db: TestDatabase;
+const running: VerifierProcess[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase('audit_verifier');
+});
+afterEach(async () => {
+  await Promise.all(running.splice(0).map((v) => v.stop()));
+});
+afterAll(async () => {
+  await db?.drop();
+});
+
+/** Appends a correctly hashed row after `prev` (GENESIS for the first), as a writer would. */
+async function append(meshId: string, seq: number, prevHash: string, note = `e${seq}`): Promise<string> {
+  const row = {
+    meshId,
+    seq,
+    prevHash,
+    eventType: 'test.event',
+    actor: 'tester',
+    payload: { note },
+    createdAt: new Date(Math.floor(Date.now() / 1000) * 1000 + seq),
+  };
+  const hash = auditHash(row);
+  await db.query(
+    `INSERT INTO audit_log (mesh_id, seq, prev_hash, hash, event_type, actor, payload, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+    [meshId, seq, prevHash, hash, row.eventType, row.actor, JSON.stringify(row.payload), row.createdAt],
+  );
+  return hash;
+}
+
+async function chain(meshId: string, from: number, to: number, prevHash: string): Promise<string> {
+  let hash = prevHash;
+  for (let seq = from; seq <= to; seq++) hash = await append(meshId, seq, hash);
+  return hash;
+}
+
+async function until(verifier: VerifierProcess, name: string, mesh: string, expected: number) {
+  await waitFor(async () => seriesValue(await scrape(verifier.url), name, { mesh }) === expected, {
+    timeoutMs: 10_000,
+    what: `${name}{mesh="${mesh}"} = ${expected}\n${verifier.output()}`,
+  });
+}
+
+describe('workbench audit verify --follow (the independent verifier)', () => {
+  it('refuses bad arguments with exit code 2', async () => {
+    for (const args of [
+      ['--follow', '--interval-ms', '0'],
+      ['--follow', '--interval-ms', 'soon'],
+      ['--follow', '--metrics-port', '70000'],
+      ['--follow', '--json'],
+      ['--interval-ms', '100'],
+      ['--metrics-port', '9464'],
+    ]) {
+      const result = await runWorkbench(['audit', 'verify', ...args, '--database-url', db.url]);
+      expect(result.code, args.join(' ')).toBe(2);
+      expect(result.stderr).toMatch(/workbench audit: .*(--interval-ms|--metrics-port|--json|--follow)/);
+    }
+  });
+
+  it('follows the chain as rows are appended, remembers how far it got, and names tampered rows', async () => {
+    const mesh = randomUUID();
+    let head = await chain(mesh, 1, 3, GENESIS);
+    const verifier = await startVerifier(db.url, ['--interval-ms', '100', '--rescan-ms', '1000']);
+    running.push(verifier);
+    await until(verifier, 'mesh_broker_audit_verifier_verified_seq', mesh, 3);
+    let text = await scrape(verifier.url);
+    expect(seriesValue(text, 'mesh_broker_audit_verifier_lag_rows', { mesh })).toBe(0);
+    expect(seriesValue(text, 'mesh_broker_audit_verifier_breaks', { mesh })).toBe(0);
+    expect(seriesValue(text, 'mesh_broker_audit_verifier_forks', { mesh })).toBe(0);
+    expect(text).toMatch(/mesh_broker_audit_verifier_verified_seq\{mesh="[^"]+",node="verifier-\d+"\} 3/);
+
+    head = await chain(mesh, 4, 6, head);
+    await until(verifier, 'mesh_broker_audit_verifier_verified_seq', mesh, 6);
+    const progress = await db.query(
+      'SELECT verified_seq, verified_hash FROM audit_verifier_progress WHERE mesh_id = $1',
+      [mesh],
+    );
+    expect(progress.rows[0]).toMatchObject({ verified_seq: 6, verified_hash: head });
+
+    // A row appended with a wrong link is found by the incremental walk alone.
+    await append(mesh, 7, 'f'.repeat(64));
+    await until(verifier, 'mesh_broker_audit_verifier_breaks', mesh, 1);
+    expect(verifier.output()).toMatch(/BREAK {2}mesh \S+ seq 7 .*prevHash is not the hash of a row at seq 6/);
+
+    // A row it already verified, rewritten behind the append-only trigger: found by the rescan.
+    await db.query('ALTER TABLE audit_log DISABLE TRIGGER audit_log_append_only');
+    try {
+      await db.query(`UPDATE audit_log SET payload = '{"note":"rewritten"}' WHERE mesh_id = $1 AND seq = 2`, [
+        mesh,
+      ]);
+    } finally {
+      await db.query('ALTER TABLE audit_log ENABLE TRIGGER audit_log_append_only');
+    }
+    await until(verifier, 'mesh_broker_audit_verifier_breaks', mesh, 2);
+    expect(verifier.output()).toMatch(/rescan from genesis: 2 broken rows/);
+    text = await scrape(verifier.url);
+    expect(seriesValue(text, 'mesh_broker_audit_verifier_passes_total', { kind: 'rescan' })).toBeGreaterThan(
+      0,
+    );
+    expect(await verifier.stop()).toBe(0);
+  });
+
+  it('reports a fork per mesh, and a restarted verifier goes on from its table', async () => {
+    const mesh = randomUUID();
+    const one = await chain(mesh, 1, 1, GENESIS);
+    await chain(mesh, 2, 3, one);
+    const first = await startVerifier(db.url, ['--interval-ms', '100', '--mesh', mesh]);
+    running.push(first);
+    await until(first, 'mesh_broker_audit_verifier_verified_seq', mesh, 3);
+    expect(await first.stop()).toBe(0);
+
+    // While no verifier runs: a second writer with a stale head appends at seq 2 (a fork), and the chain
+    // goes on.
+    await append(mesh, 2, one, 'other branch');
+    const top = await db.query<{ hash: string }>(
+      'SELECT hash FROM audit_log WHERE mesh_id = $1 AND seq = 3',
+      [mesh],
+    );
+    await chain(mesh, 4, 5, top.rows[0]!.hash);
+
+    const second = await startVerifier(db.url, ['--interval-ms', '100', '--mesh', mesh]);
+    running.push(second);
+    await until(second, 'mesh_broker_audit_verifier_verified_seq', mesh, 5);
+    const text = await scrape(second.url);
+    // The late row sits behind the level it resumed at (3): incremental passes read from there on, so
+    // only a rescan from genesis can see that branch.
+    expect(seriesValue(text, 'mesh_broker_audit_verifier_breaks', { mesh })).toBe(0);
+    expect(seriesValue(text, 'mesh_broker_audit_verifier_forks', { mesh })).toBe(0);
+    await second.stop();
+    const third = await startVerifier(db.url, ['--interval-ms', '100', '--rescan-ms', '200', '--mesh', mesh]);
+    running.push(third);
+    await until(third, 'mesh_broker_audit_verifier_forks', mesh, 1);
+    expect(seriesValue(await scrape(third.url), 'mesh_broker_audit_verifier_breaks', { mesh })).toBe(0);
+    expect(third.output()).toMatch(/FORK/);
+  });
+});
