@@ -6,6 +6,7 @@ import { helloFrame, rawSession } from '../helpers/hello.js';
 import { closeAllClients, connectPeer } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { RawSocket } from '../helpers/raw.js';
+import { seriesValue } from '../helpers/verifier.js';
 import { waitFor } from '../helpers/wait.js';
 
 const PART1 = HA_PART1_FLAGS;
@@ -34,6 +35,12 @@ afterAll(async () => {
 });
 
 const ws = (id: string) => cluster.node(id).wsUrl;
+
+/** One series of a node's GET /metrics (labels: a subset to match), or 0 when absent. */
+async function metric(id: string, name: string, labels: Record<string, string> = {}): Promise<number> {
+  const text = await (await fetch(`${cluster.node(id).url}/metrics`)).text();
+  return seriesValue(text, name, { ...labels, node: id }) ?? 0;
+}
 
 /** Resolves with the messages' bodies a client receives (after SDK dedup). */
 function bodies(client: MeshClient): string[] {
@@ -120,6 +127,12 @@ describe('HA part 1 with the flags on: the gaps are closed', () => {
     await waitFor(() => gotB.length === 3 && gotC.length === 1);
     expect(gotB).toEqual(['dm', 'everyone', 'ops only']);
     expect(gotC).toEqual(['everyone']);
+    // n2 delivered what n1 accepted: counted as remote, and its fan-out latency observed.
+    expect(await metric('n2', 'mesh_broker_deliveries_total', { path: 'remote' })).toBeGreaterThanOrEqual(4);
+    expect(
+      await metric('n2', 'mesh_broker_fanout_latency_seconds_count', { kind: 'message' }),
+    ).toBeGreaterThanOrEqual(3);
+    expect(await metric('n2', 'mesh_broker_connections', { mesh: mesh.meshId })).toBe(2);
   });
 
   it('fans stream publishes out to every node, never twice to the publisher, with cluster-wide counts', async () => {
@@ -141,6 +154,11 @@ describe('HA part 1 with the flags on: the gaps are closed', () => {
     expect(seen.get(b)).toEqual([1]);
     expect(seen.get(c)!.sort()).toEqual([1, 2]);
     expect((await c.request({ type: 'stream.list' })).streams).toEqual([{ name: 'prices', subscribers: 3 }]);
+    // Each node delivered the other's publish: one stream fan-out observed on each.
+    for (const id of ['n1', 'n2'])
+      expect(
+        await metric(id, 'mesh_broker_fanout_latency_seconds_count', { kind: 'stream' }),
+      ).toBeGreaterThan(0);
   });
 
   it('lists presence cluster-wide and reattaches a session on another node without a false leave', async () => {
@@ -162,6 +180,7 @@ describe('HA part 1 with the flags on: the gaps are closed', () => {
     const onN1 = await RawSocket.open(ws('n1'));
     onN1.send(helloFrame(mesh, mesh.members[1]!, { sessionId }));
     expect(await onN1.next((f) => f.type === 'welcome')).toMatchObject({ resumed: true, node: 'n1' });
+    expect(await metric('n1', 'mesh_broker_hellos_accepted_total', { resumed: 'true' })).toBeGreaterThan(0);
     expect((await onN2.closed).code).toBe(4409);
     // It leaves for real: one peer.left, after the grace period, from whichever node removes it.
     onN1.close();
@@ -238,6 +257,10 @@ describe('HA part 1 with the flags on: the gaps are closed', () => {
     await a.request({ type: 'clock.set', speed: 10 });
     await waitFor(() => ticks.a!.length >= 3 && ticks.b!.length >= 3);
     expect(ticks.b!.slice(0, 3)).toEqual(ticks.a!.slice(0, 3));
+    // One node leads this clock (and reports it); the other only relays its ticks.
+    const leader = (await a.request<{ leader: string } & Record<string, unknown>>({ type: 'clock.get' }))
+      .leader;
+    expect(await metric(leader, 'mesh_broker_clocks_led')).toBeGreaterThanOrEqual(1);
     await a.request({ type: 'clock.pause' });
   });
 

@@ -4,6 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { TestCluster } from '../helpers/cluster.js';
 import { closeAllClients, connectPeer } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { seriesValue } from '../helpers/verifier.js';
 import { waitFor } from '../helpers/wait.js';
 
 let db: TestDatabase;
@@ -54,5 +55,10 @@ describe('shared watches behind the active lease', () => {
       backgroundWork: string;
     };
     expect(health.backgroundWork).toBe('active');
+    // The holder reports owning all six; the standbys none.
+    for (const id of ['l1', 'l2', 'l3']) {
+      const text = await (await fetch(`${cluster.node(id).url}/metrics`)).text();
+      expect(seriesValue(text, 'mesh_broker_watches_owned', { node: id })).toBe(id === holder ? 6 : 0);
+    }
   });
 });
