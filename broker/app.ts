@@ -24,7 +24,7 @@ import { FlagRuntime } from './flag-runtime.js';
 import { HelloAdmission } from './hello/admission.js';
 import { registerAdmin } from './http/admin.js';
 import { registerErrorHandler } from './http/errors.js';
-import { registerHealth } from './http/health.js';
+import { probeDependencies, registerHealth } from './http/health.js';
 import { registerHook } from './http/hook.js';
 import { Directory } from './identity/directory.js';
 import { createLogger, type Logger } from './log.js';
@@ -271,9 +271,10 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
     draining: () => draining,
     backgroundActive,
   });
-  app.get('/metrics', async (_request, reply) =>
-    reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),
-  );
+  app.get('/metrics', async (_request, reply) => {
+    await probeDependencies({ pool, redis, metrics });
+    return reply.type(metrics.registry.contentType).send(await metrics.registry.metrics());
+  });
   registerHook(app, modules.presence, modules.limits, metrics);
   app.get('/flags', async () => ({ node: config.nodeId, ...flags.report() }));
   registerAdmin(app, {

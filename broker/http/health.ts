@@ -28,25 +28,36 @@ export interface HealthOptions {
 }
 
 /**
+ * Asks Postgres and Redis whether they answer, and records it in `mesh_broker_db_up` / `_redis_up`. Run
+ * by /health and before every /metrics scrape, so the gauges are fresh even when nobody polls /health.
+ */
+export async function probeDependencies(
+  options: Pick<HealthOptions, 'pool' | 'redis' | 'metrics'>,
+): Promise<{ db: 'up' | 'down'; redis: 'up' | 'down' }> {
+  const db = await within(options.pool.query('SELECT 1'), CHECK_TIMEOUT_MS).then(
+    () => 'up' as const,
+    () => 'down' as const,
+  );
+  const redis =
+    options.redis.status === 'ready'
+      ? await within(options.redis.ping(), CHECK_TIMEOUT_MS).then(
+          () => 'up' as const,
+          () => 'down' as const,
+        )
+      : ('down' as const);
+  options.metrics.dbUp.set(db === 'up' ? 1 : 0);
+  options.metrics.redisUp.set(redis === 'up' ? 1 : 0);
+  return { db, redis };
+}
+
+/**
  * `GET /health`: 200 while the node serves and Postgres answers, 503 otherwise (and while draining, so a
  * load balancer stops sending new peers here). Redis is reported but does not fail the check: the
  * broker's truth is Postgres.
  */
 export function registerHealth(app: FastifyInstance, options: HealthOptions): void {
   app.get('/health', async (_request, reply) => {
-    const db = await within(options.pool.query('SELECT 1'), CHECK_TIMEOUT_MS).then(
-      () => 'up' as const,
-      () => 'down' as const,
-    );
-    const redis =
-      options.redis.status === 'ready'
-        ? await within(options.redis.ping(), CHECK_TIMEOUT_MS).then(
-            () => 'up' as const,
-            () => 'down' as const,
-          )
-        : ('down' as const);
-    options.metrics.dbUp.set(db === 'up' ? 1 : 0);
-    options.metrics.redisUp.set(redis === 'up' ? 1 : 0);
+    const { db, redis } = await probeDependencies(options);
     const draining = options.draining();
     const ok = db === 'up' && !draining;
     return reply.code(ok ? 200 : 503).send({
