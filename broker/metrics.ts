@@ -194,6 +194,7 @@ export class BrokerMetrics {
     this.helloRejections.inc({ reason: 'mesh at capacity' }, 0);
     for (const resumed of ['true', 'false']) this.hellosAccepted.inc({ resumed }, 0);
     for (const outcome of ['fired', 'skipped', 'failed']) this.scheduleFires.inc({ outcome }, 0);
+    for (const row of ['rate-limits', 'nonces', 'connection-cap']) this.redisFallbacks.inc({ row }, 0);
   }
 
   watchOwnership(sources: OwnershipSources): void {

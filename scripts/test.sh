@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/require-services.sh
 bash scripts/require-haproxy.sh
+bash scripts/require-prometheus.sh
 
 echo "test: lint and format (biome)"
 npx biome check .

@@ -59,7 +59,16 @@ describe('phase folders', () => {
       volumes?: Record<string, unknown>;
     };
     const services = Object.keys(compose.services);
-    for (const required of ['postgres', 'redis', 'traefik', 'prometheus', 'grafana', 'unleash', 'client']) {
+    for (const required of [
+      'postgres',
+      'redis',
+      'traefik',
+      'prometheus',
+      'grafana',
+      'unleash',
+      'client',
+      'audit-verifier',
+    ]) {
       expect(services).toContain(required);
     }
     const brokers = services.filter((s) => s.startsWith('broker-'));

@@ -1,0 +1,209 @@
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { packageRoot } from '../../broker/paths.js';
+import { phasePreset } from '../../flags/registry.js';
+import { TestCluster } from '../helpers/cluster.js';
+import { helloFrame } from '../helpers/hello.js';
+import { closeAllClients, connectPeer } from '../helpers/mesh.js';
+import { freePort } from '../helpers/ports.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { RawSocket } from '../helpers/raw.js';
+import { startVerifier, type VerifierProcess } from '../helpers/verifier.js';
+import { waitFor } from '../helpers/wait.js';
+
+const root = packageRoot();
+
+/** Every Prometheus configuration the project ships (Grafana's provisioning files are not Prometheus's). */
+function shippedPrometheusConfigs(dir = root): string[] {
+  const found: string[] = [];
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    if (['node_modules', 'dist', '.git', '.workbench', 'test-results', 'provisioning'].includes(entry.name))
+      continue;
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) found.push(...shippedPrometheusConfigs(path));
+    else if (/^prometheus.*\.ya?ml$/.test(entry.name)) found.push(path);
+  }
+  return found;
+}
+
+/** Every query of the dashboard (each panel target's expr), with its variables made match-all. */
+function dashboardQueries(): Array<{ panel: string; expr: string }> {
+  const dashboard = JSON.parse(readFileSync(join(root, 'dashboards', 'mesh-broker.json'), 'utf8')) as {
+    panels: Array<{ title: string; targets?: Array<{ expr?: string }> }>;
+  };
+  return dashboard.panels.flatMap((panel) =>
+    (panel.targets ?? []).map((target) => ({
+      panel: panel.title,
+      expr: (target.expr ?? '').replace(/\$\{?node\}?/g, '.*'),
+    })),
+  );
+}
+
+describe('shipped Prometheus configurations', () => {
+  it('pass `promtool check config`', () => {
+    const configs = shippedPrometheusConfigs();
+    expect(configs.map((c) => relative(root, c))).toContain(join('dashboards', 'prometheus.yml'));
+    for (const config of configs) {
+      const check = spawnSync('promtool', ['check', 'config', config], { encoding: 'utf8' });
+      expect(check.status, `${relative(root, config)}: ${check.stdout}${check.stderr}`).toBe(0);
+    }
+  });
+});
+
+describe('the Grafana dashboard against a real Prometheus scraping a local cluster', () => {
+  let db: TestDatabase;
+  let cluster: TestCluster;
+  let verifier: VerifierProcess;
+  let prometheus: ChildProcess | undefined;
+  let prometheusExited: Promise<unknown> = Promise.resolve();
+  let prometheusUrl = '';
+  let prometheusLog = '';
+  const dir = mkdtempSync(join(tmpdir(), 'wb-prometheus-'));
+
+  beforeAll(async () => {
+    db = await createTestDatabase('prometheus');
+    cluster = new TestCluster(db.url, {
+      CLOCK_TICK_MS: '200',
+      SCHEDULE_POLL_MS: '200',
+      MESH_CONNECTION_CAP: '3',
+      SEND_BURST: '4',
+      SCHEDULE_MAX_PER_MEMBER: '2',
+    });
+    // Phase 3's flags: every row shared, so every ownership and fan-out series has something to say.
+    const preset = phasePreset(3);
+    cluster.setFlags(
+      'phase3',
+      Object.entries(preset)
+        .filter(([, on]) => on)
+        .map(([key]) => key as keyof typeof preset),
+    );
+    await Promise.all([cluster.start('p1', 'phase3'), cluster.start('p2', 'phase3')]);
+    verifier = await startVerifier(db.url, ['--interval-ms', '500']);
+
+    const port = await freePort();
+    const config = join(dir, 'prometheus.yml');
+    const target = (url: string) => new URL(url).host;
+    writeFileSync(
+      config,
+      [
+        'global:',
+        '  scrape_interval: 1s',
+        '  evaluation_interval: 1s',
+        'scrape_configs:',
+        '  - job_name: mesh-broker',
+        '    static_configs:',
+        `      - targets: [${[...cluster.nodes.values()].map((n) => `"${target(n.url)}"`).join(', ')}]`,
+        '  - job_name: audit-verifier',
+        '    static_configs:',
+        `      - targets: ["${target(verifier.url)}"]`,
+        '',
+      ].join('\n'),
+    );
+    prometheus = spawn(
+      'prometheus',
+      [
+        `--config.file=${config}`,
+        `--storage.tsdb.path=${join(dir, 'data')}`,
+        `--web.listen-address=127.0.0.1:${port}`,
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    prometheus.stdout!.on('data', (chunk) => {
+      prometheusLog += chunk;
+    });
+    prometheus.stderr!.on('data', (chunk) => {
+      prometheusLog += chunk;
+    });
+    const child = prometheus;
+    prometheusExited = new Promise((resolve) => child.on('exit', resolve));
+    prometheusUrl = `http://127.0.0.1:${port}`;
+    await waitFor(
+      async () => {
+        if (child.exitCode !== null) throw new Error(`prometheus exited:\n${prometheusLog}`);
+        return fetch(`${prometheusUrl}/-/ready`).then(
+          (r) => r.ok,
+          () => false,
+        );
+      },
+      { timeoutMs: 20_000, what: 'prometheus ready' },
+    );
+  }, 90_000);
+
+  afterAll(async () => {
+    closeAllClients();
+    if (prometheus && prometheus.exitCode === null) prometheus.kill('SIGTERM');
+    await prometheusExited;
+    await verifier?.stop();
+    await cluster?.stop();
+    await db?.drop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('answers every query of dashboards/mesh-broker.json with data after real traffic', async () => {
+    const ws = (id: string) => cluster.node(id).wsUrl;
+    const mesh = await cluster.createMesh(4);
+    const [ma, mb, mc, md] = mesh.members;
+    const a = await connectPeer(ws('p1'), mesh, ma!);
+    const b = await connectPeer(ws('p2'), mesh, mb!);
+    const c = await connectPeer(ws('p1'), mesh, mc!);
+    const received: string[] = [];
+    b.on('message', (m) => received.push(m.body));
+    // Cross-node DMs (p1 → p2): remote deliveries and their fan-out latency.
+    for (let i = 0; i < 3; i++) await a.send(mb!.pubkey, `dm ${i}`);
+    await waitFor(() => received.length === 3, { what: 'three cross-node DMs' });
+    // Streams: subscribed on p2, published on p1.
+    const data: unknown[] = [];
+    b.on('frame', (f) => f.type === 'stream.data' && data.push(f.data));
+    await b.request({ type: 'stream.subscribe', stream: 'prices' });
+    for (let i = 0; i < 3; i++) await a.request({ type: 'stream.publish', stream: 'prices', data: i });
+    await waitFor(() => data.length === 3, { what: 'three cross-node stream frames' });
+    // A clock (one leader), and a schedule that fires.
+    await a.request({ type: 'clock.set', speed: 10 });
+    await a.request({ type: 'schedule.create', to: mb!.pubkey, body: 'scheduled', at: Date.now() + 1500 });
+    await waitFor(() => received.includes('scheduled'), { timeoutMs: 10_000, what: 'the scheduled message' });
+    // Limits: a send burst over SEND_BURST, a schedule over the per-member quota, a hello over the cap.
+    const burst = await Promise.allSettled(Array.from({ length: 6 }, (_, i) => c.send(mb!.pubkey, `b${i}`)));
+    expect(burst.some((r) => r.status === 'rejected')).toBe(true);
+    const far = Date.now() + 3_600_000;
+    const quota = await Promise.allSettled(
+      [1, 2, 3].map((i) =>
+        c.request({ type: 'schedule.create', to: ma!.pubkey, body: `q${i}`, at: far + i }),
+      ),
+    );
+    expect(quota.filter((r) => r.status === 'rejected')).toHaveLength(1);
+    const over = await RawSocket.open(ws('p2'));
+    over.send(helloFrame(mesh, md!));
+    expect(await over.closed).toMatchObject({ code: 4408 });
+    // A reconnect: the same session comes back on the other node (within the presence grace period).
+    c.close();
+    await connectPeer(ws('p2'), mesh, mc!, { sessionId: c.sessionId });
+
+    const queries = dashboardQueries();
+    expect(queries.length).toBeGreaterThanOrEqual(20);
+    const empty = new Map<string, string>();
+    await waitFor(
+      async () => {
+        empty.clear();
+        for (const { panel, expr } of queries) {
+          const response = await fetch(`${prometheusUrl}/api/v1/query?query=${encodeURIComponent(expr)}`);
+          const body = (await response.json()) as {
+            status: string;
+            error?: string;
+            data?: { result: unknown[] };
+          };
+          if (body.status !== 'success') throw new Error(`${panel}: ${expr}: ${body.error}`);
+          if ((body.data?.result.length ?? 0) === 0) empty.set(expr, panel);
+        }
+        return empty.size === 0;
+      },
+      { timeoutMs: 30_000, intervalMs: 1000, what: 'data for every dashboard query' },
+    ).catch((error) => {
+      throw new Error(
+        `${(error as Error).message}\nstill empty:\n${[...empty].map(([e, p]) => `  ${p}: ${e}`).join('\n')}`,
+      );
+    });
+  }, 90_000);
+});
