@@ -33,6 +33,8 @@ commands:
                                   create a mesh with K members and fresh ed25519 keys
   audit verify [--mesh ID] [--json] [--database-url URL]
                                   walk every mesh's audit chain from Postgres; exit 1 if one is broken
+  audit verify --follow [--interval-ms N] [--rescan-ms N] [--metrics-port P] [--host H]
+                                  the independent verifier: follow every chain, findings on its /metrics
   flags list --env E [--json]     each flag: the provider's value and what every live node acts on
   flags set KEY on|off --env E [--actor NAME]
                                   flip a flag (file or Unleash provider), audit it, push it to the nodes
