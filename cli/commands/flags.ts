@@ -6,11 +6,12 @@
 import { userInfo } from 'node:os';
 import { Redis } from 'ioredis';
 import { createPool } from '../../broker/db/pool.js';
+import { type FlagsAccess, fileFlagsAccess, unleashFlagsAccess } from '../../flags/access.js';
 import { recordFlagChange } from '../../flags/changes.js';
-import { defaultFlagsDir, flagsFile, readFlagsFile, writeFlagsFile } from '../../flags/file-store.js';
+import { defaultFlagsDir } from '../../flags/file-store.js';
 import { publishRefresh } from '../../flags/refresh-bus.js';
-import { FLAG_KEYS, FLAGS, type FlagKey, type FlagValues, isFlagKey } from '../../flags/registry.js';
-import { readUnleashFlags, setUnleashFlag, type UnleashAdminOptions } from '../../flags/unleash-admin.js';
+import { FLAG_KEYS, FLAGS, isFlagKey } from '../../flags/registry.js';
+import type { UnleashAdminOptions } from '../../flags/unleash-admin.js';
 import { parse, UsageError } from '../args.js';
 import { clusterFlagsDir, databaseUrlFor, redisFor } from '../database.js';
 
@@ -29,24 +30,13 @@ const OPTIONS = {
 
 type Values = ReturnType<typeof parse<typeof OPTIONS>>['values'];
 
-interface ProviderAccess {
-  read(): Promise<FlagValues>;
-  write(flag: FlagKey, on: boolean): Promise<void>;
-  describe: string;
-}
-
-function providerFor(values: Values, environment: string): ProviderAccess {
+function providerFor(values: Values, environment: string): FlagsAccess {
   const kind = values.provider ?? process.env.FLAGS_PROVIDER ?? 'file';
   if (kind === 'file') {
-    const path = flagsFile(
+    return fileFlagsAccess(
       values['flags-dir'] ?? process.env.FLAGS_DIR ?? clusterFlagsDir() ?? defaultFlagsDir(),
       environment,
     );
-    return {
-      describe: path,
-      read: async () => readFlagsFile(path),
-      write: async (flag, on) => writeFlagsFile(path, { ...readFlagsFile(path), [flag]: on }),
-    };
   }
   if (kind !== 'unleash') throw new UsageError(`--provider must be "file" or "unleash", got "${kind}"`);
   const url = values['unleash-url'] ?? process.env.UNLEASH_URL;
@@ -56,11 +46,7 @@ function providerFor(values: Values, environment: string): ProviderAccess {
     token: values['unleash-token'] ?? process.env.UNLEASH_ADMIN_TOKEN,
     environment: values['unleash-environment'] ?? process.env.UNLEASH_ENVIRONMENT ?? 'development',
   };
-  return {
-    describe: `${url} (Unleash environment ${admin.environment})`,
-    read: () => readUnleashFlags(admin),
-    write: (flag, on) => setUnleashFlag(admin, flag, on),
-  };
+  return unleashFlagsAccess(admin);
 }
 
 export async function flagsCommand(argv: string[]): Promise<number> {

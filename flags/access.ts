@@ -1,0 +1,32 @@
+/**
+ * Reading and writing an environment's desired flag values at its provider: the file of the file provider
+ * or the Unleash admin API. One shape for both, so `workbench flags set` and a promotion change flags the
+ * same way whichever provider an environment uses.
+ */
+import { flagsFile, readFlagsFile, writeFlagsFile } from './file-store.js';
+import type { FlagKey, FlagValues } from './registry.js';
+import { readUnleashFlags, setUnleashFlag, type UnleashAdminOptions } from './unleash-admin.js';
+
+export interface FlagsAccess {
+  read(): Promise<FlagValues>;
+  write(flag: FlagKey, on: boolean): Promise<void>;
+  /** Where the values live, for messages. */
+  describe: string;
+}
+
+export function fileFlagsAccess(dir: string, environment: string): FlagsAccess {
+  const path = flagsFile(dir, environment);
+  return {
+    describe: path,
+    read: async () => readFlagsFile(path),
+    write: async (flag, on) => writeFlagsFile(path, { ...readFlagsFile(path), [flag]: on }),
+  };
+}
+
+export function unleashFlagsAccess(admin: UnleashAdminOptions): FlagsAccess {
+  return {
+    describe: `${admin.url} (Unleash environment ${admin.environment})`,
+    read: () => readUnleashFlags(admin),
+    write: (flag, on) => setUnleashFlag(admin, flag, on),
+  };
+}
