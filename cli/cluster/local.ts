@@ -20,14 +20,54 @@ export interface ClusterFile {
   /** The phase whose topology (Traefik file, node count) the cluster runs. */
   topology: number;
   lb: { url: string; pid: number };
-  nodes: Array<{ id: string; url: string; pid: number }>;
+  nodes: ClusterNode[];
   databaseUrl: string;
   redisUrl: string;
   redisKeyPrefix: string;
   adminToken: string;
   flagsEnv: string;
   flagsDir: string;
+  /** Broker settings the nodes started with beyond the cluster's own, so a restarted node gets them again. */
+  brokerEnv: Record<string, string>;
 }
+
+export interface ClusterNode {
+  id: string;
+  url: string;
+  pid: number;
+}
+
+/**
+ * Broker settings taken from the caller's environment when a cluster starts (timings, limits): recorded in
+ * cluster.json, so `workbench node start` in another shell starts a node exactly like its siblings.
+ */
+const TUNABLE_BROKER_SETTINGS = [
+  'LOG_LEVEL',
+  'HEARTBEAT_MS',
+  'MAX_FRAME_BYTES',
+  'MAX_BODY_BYTES',
+  'HELLO_SKEW_MS',
+  'PRESENCE_GRACE_MS',
+  'DRAIN_TIMEOUT_MS',
+  'MESH_CONNECTION_CAP',
+  'SEND_RATE_PER_MIN',
+  'SEND_BURST',
+  'HOOK_RATE_PER_MIN',
+  'CLOCK_TICK_MS',
+  'MCP_CALL_TIMEOUT_MS',
+  'SCHEDULE_MAX_PER_MEMBER',
+  'WATCH_ALLOW_PRIVATE',
+  'WATCH_FETCH_TIMEOUT_MS',
+  'WATCH_MAX_BYTES',
+  'WATCH_MAX_PER_MEMBER',
+  'WATCH_MAX_PER_MESH',
+  'FLAGS_POLL_MS',
+  'SWEEP_MS',
+  'SWEEP_MIN_AGE_MS',
+  'NODE_DEAD_MS',
+  'SCHEDULE_POLL_MS',
+  'ACTIVE_LEASE_TTL_MS',
+];
 
 export const stateDir = (cwd = process.cwd()) => join(cwd, '.workbench');
 export const clusterFilePath = (cwd = process.cwd()) => join(stateDir(cwd), 'cluster.json');
@@ -134,8 +174,24 @@ export async function up(options: UpOptions): Promise<ClusterFile> {
   await ensureDatabase(options.databaseUrl);
   await runMigrations(options.databaseUrl);
 
-  const adminToken = randomBytes(24).toString('hex');
-  const redisKeyPrefix = `wb:${randomBytes(4).toString('hex')}:`;
+  const brokerEnv: Record<string, string> = {
+    // A local cluster runs on loopback, where every address is private: let its watches reach it.
+    WATCH_ALLOW_PRIVATE: 'true',
+    ...Object.fromEntries(
+      TUNABLE_BROKER_SETTINGS.flatMap((name) => (process.env[name] ? [[name, process.env[name]!]] : [])),
+    ),
+    ...options.env,
+  };
+  const base: BrokerBase = {
+    cwd,
+    databaseUrl: options.databaseUrl,
+    redisUrl: options.redisUrl,
+    redisKeyPrefix: `wb:${randomBytes(4).toString('hex')}:`,
+    adminToken: randomBytes(24).toString('hex'),
+    flagsEnv,
+    flagsDir: join(dir, 'flags'),
+    brokerEnv,
+  };
   const nodes: ClusterFile['nodes'] = [];
   // Everything started here, brokers and load balancer, so a failed start leaves nothing running.
   const children: ChildProcess[] = [];
@@ -143,26 +199,7 @@ export async function up(options: UpOptions): Promise<ClusterFile> {
     for (let i = 1; i <= count; i++) {
       const id = `broker-${i}`;
       const port = await freePort();
-      const logFd = openSync(join(dir, 'logs', `${id}.log`), 'a');
-      const child = spawn(process.execPath, [join(packageRoot(), 'dist', 'cli', 'main.js'), 'broker'], {
-        cwd,
-        env: {
-          ...process.env,
-          NODE_ID: id,
-          PORT: String(port),
-          DATABASE_URL: options.databaseUrl,
-          REDIS_URL: options.redisUrl,
-          REDIS_KEY_PREFIX: redisKeyPrefix,
-          ADMIN_TOKEN: adminToken,
-          FLAGS_ENV: flagsEnv,
-          FLAGS_DIR: join(dir, 'flags'),
-          STATE_DIR: dir,
-          ...options.env,
-        },
-        detached: true,
-        stdio: ['ignore', logFd, logFd],
-      });
-      child.unref();
+      const child = spawnBroker(base, id, port);
       children.push(child);
       nodes.push({ id, url: `http://127.0.0.1:${port}`, pid: child.pid! });
     }
@@ -189,19 +226,104 @@ export async function up(options: UpOptions): Promise<ClusterFile> {
       topology: options.phase,
       lb: { url: lbUrl, pid: lb.pid! },
       nodes,
-      databaseUrl: options.databaseUrl,
-      redisUrl: options.redisUrl,
-      redisKeyPrefix,
-      adminToken,
+      databaseUrl: base.databaseUrl,
+      redisUrl: base.redisUrl,
+      redisKeyPrefix: base.redisKeyPrefix,
+      adminToken: base.adminToken,
       flagsEnv,
-      flagsDir: join(dir, 'flags'),
+      flagsDir: base.flagsDir,
+      brokerEnv,
     };
-    writeFileSync(clusterFilePath(cwd), `${JSON.stringify(cluster, null, 2)}\n`, { mode: 0o600 });
+    writeCluster(cwd, cluster);
     return cluster;
   } catch (error) {
     for (const child of children) if (child.pid && alive(child.pid)) process.kill(child.pid, 'SIGKILL');
     throw error;
   }
+}
+
+function writeCluster(cwd: string, cluster: ClusterFile): void {
+  writeFileSync(clusterFilePath(cwd), `${JSON.stringify(cluster, null, 2)}\n`, { mode: 0o600 });
+}
+
+/** What every broker of a cluster shares; a node adds its id and port. */
+type BrokerBase = Pick<
+  ClusterFile,
+  'databaseUrl' | 'redisUrl' | 'redisKeyPrefix' | 'adminToken' | 'flagsEnv' | 'flagsDir' | 'brokerEnv'
+> & { cwd: string };
+
+/** One broker process (compiled JS), detached, logging to `.workbench/logs/<id>.log`. */
+function spawnBroker(base: BrokerBase, id: string, port: number): ChildProcess {
+  const logFd = openSync(join(stateDir(base.cwd), 'logs', `${id}.log`), 'a');
+  const child = spawn(process.execPath, [join(packageRoot(), 'dist', 'cli', 'main.js'), 'broker'], {
+    cwd: base.cwd,
+    env: {
+      ...process.env,
+      ...base.brokerEnv,
+      NODE_ID: id,
+      PORT: String(port),
+      DATABASE_URL: base.databaseUrl,
+      REDIS_URL: base.redisUrl,
+      REDIS_KEY_PREFIX: base.redisKeyPrefix,
+      ADMIN_TOKEN: base.adminToken,
+      FLAGS_ENV: base.flagsEnv,
+      FLAGS_DIR: base.flagsDir,
+      STATE_DIR: stateDir(base.cwd),
+    },
+    detached: true,
+    stdio: ['ignore', logFd, logFd],
+  });
+  child.unref();
+  return child;
+}
+
+function clusterNode(cwd: string, id: string): { cluster: ClusterFile; node: ClusterNode } {
+  const cluster = readCluster(cwd);
+  if (!cluster)
+    throw new Error('no local cluster here (.workbench/cluster.json): start one with "workbench up"');
+  const node = cluster.nodes.find((n) => n.id === id);
+  if (!node)
+    throw new Error(
+      `no node "${id}" in the local cluster (nodes: ${cluster.nodes.map((n) => n.id).join(', ')})`,
+    );
+  return { cluster, node };
+}
+
+async function waitExited(pid: number, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (alive(pid) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+  return !alive(pid);
+}
+
+/**
+ * Stops one node of the local cluster: `SIGKILL` (a crash: no drain, nothing handed over) or `SIGTERM` (a
+ * drain, SIGKILL after 12 s). Resolves once the process is gone.
+ */
+export async function stopNode(cwd: string, id: string, signal: 'SIGKILL' | 'SIGTERM'): Promise<void> {
+  const { node } = clusterNode(cwd, id);
+  if (!alive(node.pid)) return;
+  process.kill(node.pid, signal);
+  if (!(await waitExited(node.pid, signal === 'SIGKILL' ? 5000 : 12_000))) process.kill(node.pid, 'SIGKILL');
+  await waitExited(node.pid, 5000);
+}
+
+/** Starts a stopped node again on its own port, with its siblings' settings; resolves when it is healthy. */
+export async function startNode(cwd: string, id: string): Promise<void> {
+  const { cluster, node } = clusterNode(cwd, id);
+  if (alive(node.pid)) throw new Error(`${id} is running (pid ${node.pid})`);
+  const child = spawnBroker({ ...cluster, cwd }, id, Number(new URL(node.url).port));
+  try {
+    await waitHealthy(node.url, 30_000, () => child.exitCode !== null);
+  } catch (error) {
+    if (child.pid && alive(child.pid)) process.kill(child.pid, 'SIGKILL');
+    throw error;
+  }
+  // Re-read: another node may have been restarted meanwhile.
+  const latest = readCluster(cwd) ?? cluster;
+  writeCluster(cwd, {
+    ...latest,
+    nodes: latest.nodes.map((n) => (n.id === id ? { ...n, pid: child.pid! } : n)),
+  });
 }
 
 /** Stops what `up` started: brokers drain (SIGTERM, then SIGKILL after 12 s), then HAProxy. */
@@ -211,9 +333,7 @@ export async function down(cwd = process.cwd()): Promise<ClusterFile | undefined
   const stop = async (pid: number, graceMs: number) => {
     if (!alive(pid)) return;
     process.kill(pid, 'SIGTERM');
-    const deadline = Date.now() + graceMs;
-    while (alive(pid) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
-    if (alive(pid)) process.kill(pid, 'SIGKILL');
+    if (!(await waitExited(pid, graceMs))) process.kill(pid, 'SIGKILL');
   };
   await Promise.all(cluster.nodes.map((node) => stop(node.pid, 12_000)));
   await stop(cluster.lb.pid, 5000);

@@ -1,5 +1,5 @@
 import { parse, positiveInt, UsageError } from '../args.js';
-import { down, up } from '../cluster/local.js';
+import { down, startNode, stopNode, up } from '../cluster/local.js';
 import { DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL } from '../database.js';
 
 /** A TCP port; 0 asks for any free one. */
@@ -52,6 +52,26 @@ export async function downCommand(argv: string[]): Promise<number> {
     cluster
       ? `stopped the phase ${cluster.phase} cluster (${cluster.nodes.length} nodes and the load balancer)`
       : 'no cluster is running here',
+  );
+  return 0;
+}
+
+/**
+ * `workbench node kill|stop|start ID`: one node of the local cluster. `kill` is a crash (SIGKILL), `stop` a
+ * drain (SIGTERM), `start` brings it back on its own port with its siblings' settings. The smoke checks of
+ * node failures use these, and so can an operator rehearsing a failover.
+ */
+export async function nodeCommand(argv: string[]): Promise<number> {
+  const { positionals } = parse(argv, {});
+  const [action, id, ...extra] = positionals;
+  if (action !== 'kill' && action !== 'stop' && action !== 'start')
+    throw new UsageError(`unknown node action "${action ?? ''}" (expected kill, stop or start)`);
+  if (!id) throw new UsageError(`usage: workbench node ${action} NODE_ID`);
+  if (extra.length > 0) throw new UsageError(`unexpected argument "${extra[0]}"`);
+  if (action === 'start') await startNode(process.cwd(), id);
+  else await stopNode(process.cwd(), id, action === 'kill' ? 'SIGKILL' : 'SIGTERM');
+  console.log(
+    `${id}: ${action === 'start' ? 'started and healthy' : action === 'kill' ? 'killed' : 'drained and stopped'}`,
   );
   return 0;
 }
