@@ -7,7 +7,7 @@ import { ConfigError } from '../broker/config.js';
 import { UsageError } from './args.js';
 import { auditCommand } from './commands/audit.js';
 import { brokerCommand } from './commands/broker.js';
-import { downCommand, upCommand } from './commands/cluster.js';
+import { downCommand, nodeCommand, upCommand } from './commands/cluster.js';
 import { flagsCommand } from './commands/flags.js';
 import { meshCommand } from './commands/mesh.js';
 import { migrateCommand } from './commands/migrate.js';
@@ -21,12 +21,15 @@ commands:
   up [--phase N] [--nodes K] [--port P]
                                   start a local cluster of phase N (default 3): brokers + HAProxy
   down                            stop the local cluster started here
+  node kill|stop|start ID         crash (SIGKILL), drain (SIGTERM) or restart one node of the local cluster
   promote --env E --to N [--require-passed-in S] [--expectations FILE]
                                   health, smoke, flip to phase N's flags, smoke again; roll back on failure
   rollback --env E                back to the phase before the last promotion
-  status [--json]                 the local cluster: nodes, flags, ownership, audit chains; exit 1 if unhealthy
-  smoke --phase N [--expectations FILE]
-                                  run the smoke checks against the local cluster; exit 1 if an expectation is not met
+  status [--env E] [--json]       nodes, flags, ownership, audit chains; exit 1 if unhealthy
+  smoke --phase N [--env E] [--expectations FILE] [--only CHECK,CHECK]
+                                  run the smoke checks; exit 1 if an expectation is not met
+      --env E: environments/E.json in the working directory, else the local cluster (whose
+      environment must then be E); without --env, the local cluster
   broker                          run one broker node (configured from the environment, see README)
   migrate [--database-url URL]    create the database if needed and apply the migrations
   mesh create NAME --members K [--out FILE] [--database-url URL]
@@ -53,6 +56,7 @@ const commands: Record<string, (argv: string[]) => Promise<number | undefined>> 
   promote: promoteCommand,
   rollback: rollbackCommand,
   down: downCommand,
+  node: nodeCommand,
 };
 
 async function main(argv: string[]): Promise<number> {

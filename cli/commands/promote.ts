@@ -1,16 +1,11 @@
 import { userInfo } from 'node:os';
 import { parse, UsageError } from '../args.js';
-import { readCluster } from '../cluster/local.js';
+import { resolveEnvironment } from '../environments/environment.js';
 import { promote, rollback } from '../promotion/promote.js';
 
-function localCluster(environment: string | undefined) {
-  if (!environment) throw new UsageError('needs --env E');
-  const cluster = readCluster();
-  if (!cluster)
-    throw new Error('no local cluster here (.workbench/cluster.json): start one with "workbench up"');
-  if (cluster.flagsEnv !== environment)
-    throw new UsageError(`the local cluster runs environment "${cluster.flagsEnv}", not "${environment}"`);
-  return cluster;
+function environmentOption(name: string | undefined) {
+  if (!name) throw new UsageError('needs --env E');
+  return resolveEnvironment(name);
 }
 
 /**
@@ -28,9 +23,9 @@ export async function promoteCommand(argv: string[]): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
   if (values.to === undefined || !/^[0-4]$/.test(values.to))
     throw new UsageError('--to must be 0, 1, 2, 3 or 4');
-  const cluster = localCluster(values.env);
+  const environment = environmentOption(values.env);
   const outcome = await promote({
-    cluster,
+    environment,
     to: Number(values.to),
     actor: values.actor ?? process.env.WORKBENCH_ACTOR ?? userInfo().username,
     requirePassedIn: values['require-passed-in'],
@@ -40,7 +35,7 @@ export async function promoteCommand(argv: string[]): Promise<number> {
   const check = outcome.failedCheck ? ` (check ${outcome.failedCheck})` : '';
   console.log(
     outcome.status === 'promoted'
-      ? `promoted ${cluster.flagsEnv} from phase ${outcome.from} to phase ${values.to}`
+      ? `promoted ${environment.name} from phase ${outcome.from} to phase ${values.to}`
       : `${outcome.status === 'blocked' ? 'blocked, nothing changed' : 'rolled back to the previous flags'}: ${outcome.reason}${check}`,
   );
   return outcome.status === 'promoted' ? 0 : 1;
@@ -50,12 +45,12 @@ export async function promoteCommand(argv: string[]): Promise<number> {
 export async function rollbackCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parse(argv, { env: { type: 'string' }, actor: { type: 'string' } });
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
-  const cluster = localCluster(values.env);
+  const environment = environmentOption(values.env);
   const last = await rollback(
-    cluster,
+    environment,
     values.actor ?? process.env.WORKBENCH_ACTOR ?? userInfo().username,
     (line) => console.log(line),
   );
-  console.log(`rolled ${cluster.flagsEnv} back to phase ${last.fromPhase}`);
+  console.log(`rolled ${environment.name} back to phase ${last.fromPhase}`);
   return 0;
 }

@@ -1,13 +1,13 @@
 /**
- * `workbench status [--json]`: the local cluster at a glance — phase, each node (health, background work,
+ * `workbench status [--env E] [--json]`: an environment (the local cluster by default) at a glance — phase, each node (health, background work,
  * flags acted on, disagreement with the environment's desired values), ownership (clock leaders, watch
  * owners, schedule occurrences fired in the last hour, the active lease) and audit chain health.
  */
 import { verifyMesh } from '../../broker/audit/verify.js';
 import { createPool } from '../../broker/db/pool.js';
-import { flagsFile, readFlagsFile } from '../../flags/file-store.js';
 import { parse, UsageError } from '../args.js';
-import { readCluster } from '../cluster/local.js';
+import { resolveEnvironment } from '../environments/environment.js';
+import { currentPhase } from '../promotion/promote.js';
 
 interface NodeStatus {
   id: string;
@@ -20,15 +20,11 @@ interface NodeStatus {
 export async function statusCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parse(argv, { json: { type: 'boolean' }, env: { type: 'string' } });
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
-  const cluster = readCluster();
-  if (!cluster)
-    throw new Error('no local cluster here (.workbench/cluster.json): start one with "workbench up"');
-  if (values.env !== undefined && values.env !== cluster.flagsEnv) {
-    throw new UsageError(`the local cluster runs environment "${cluster.flagsEnv}", not "${values.env}"`);
-  }
-  const desired = readFlagsFile(flagsFile(cluster.flagsDir, cluster.flagsEnv));
+  const environment = resolveEnvironment(values.env);
+  const { target } = environment;
+  const desired = await environment.flags.read();
   const nodes: NodeStatus[] = await Promise.all(
-    cluster.nodes.map(async (node) => {
+    target.nodes.map(async (node) => {
       try {
         const health = (await (await fetch(`${node.url}/health`)).json()) as {
           status: string;
@@ -53,7 +49,7 @@ export async function statusCommand(argv: string[]): Promise<number> {
     }),
   );
 
-  const pool = createPool(cluster.databaseUrl, { max: 2, applicationName: 'workbench-status' });
+  const pool = createPool(target.databaseUrl, { max: 2, applicationName: 'workbench-status' });
   try {
     const count = async (sql: string) => (await pool.query<{ node: string | null; n: number }>(sql)).rows;
     const clockLeaders = await count(
@@ -82,9 +78,9 @@ export async function statusCommand(argv: string[]): Promise<number> {
       else broken.push(meshId);
     }
     const status = {
-      phase: cluster.phase,
-      environment: cluster.flagsEnv,
-      loadBalancer: cluster.lb.url,
+      phase: await currentPhase(pool, environment.name, environment.phase),
+      environment: environment.name,
+      loadBalancer: target.lbUrl,
       nodes,
       ownership: {
         clockLeaders,

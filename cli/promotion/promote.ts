@@ -1,5 +1,5 @@
 /**
- * Promotion of an environment (the local cluster's) from its phase to the next, and rollback, as a release
+ * Promotion of an environment (the local cluster or one of environments/*.json) from its phase to the next, and rollback, as a release
  * manager runs them (DESIGN §5): check health, run the current phase's smoke checks, apply the target phase's
  * flag preset, wait until every node acts on it, run the target phase's checks, record it. A failure before
  * the flip changes nothing; a failure after it puts the previous preset back. Every step is recorded
@@ -12,14 +12,13 @@ import { appendSerialized } from '../../broker/audit/audit.shared.js';
 import { createPool, type Pool } from '../../broker/db/pool.js';
 import { packageRoot } from '../../broker/paths.js';
 import { CLUSTER_CHAIN_ID, recordFlagChange } from '../../flags/changes.js';
-import { flagsFile, readFlagsFile, writeFlagsFile } from '../../flags/file-store.js';
 import { publishRefresh } from '../../flags/refresh-bus.js';
 import { FLAG_KEYS, type FlagValues, phasePreset } from '../../flags/registry.js';
-import type { ClusterFile } from '../cluster/local.js';
+import type { Environment } from '../environments/environment.js';
 import { type CheckResult, type Expectations, runSmoke } from '../smoke/run.js';
 
 export interface PromotionOptions {
-  cluster: ClusterFile;
+  environment: Environment;
   to: number;
   actor: string;
   /** Another environment that must have passed the target phase's checks first (staging before prod). */
@@ -52,20 +51,11 @@ export async function currentPhase(pool: Pool, environment: string, fallback: nu
   return result.rows[0]?.phase ?? fallback;
 }
 
-async function smoke(pool: Pool, cluster: ClusterFile, phase: number, expectations: Expectations) {
-  const results = await runSmoke(
-    {
-      lbUrl: cluster.lb.url,
-      nodes: cluster.nodes,
-      databaseUrl: cluster.databaseUrl,
-      adminToken: cluster.adminToken,
-      flagsEnv: cluster.flagsEnv,
-    },
-    expectations,
-  );
+async function smoke(pool: Pool, environment: Environment, phase: number, expectations: Expectations) {
+  const results = await runSmoke(environment.target, expectations);
   const passed = results.every((r) => r.met);
   await pool.query('INSERT INTO smoke_runs (environment, phase, passed, results) VALUES ($1, $2, $3, $4)', [
-    cluster.flagsEnv,
+    environment.name,
     phase,
     passed,
     JSON.stringify(results),
@@ -73,37 +63,39 @@ async function smoke(pool: Pool, cluster: ClusterFile, phase: number, expectatio
   return { passed, failed: results.find((r) => !r.met) };
 }
 
-/** Writes a phase's preset as the environment's flags (each change audited once), pushes it, waits for every node. */
-export async function applyPreset(
+/**
+ * Writes a phase's preset at the environment's flag provider (each change audited once), pushes "refresh
+ * now" to its nodes, and waits until every node acts on it.
+ */
+async function applyPreset(
   pool: Pool,
-  cluster: ClusterFile,
+  environment: Environment,
   values: FlagValues,
   actor: string,
 ): Promise<void> {
-  const path = flagsFile(cluster.flagsDir, cluster.flagsEnv);
-  const current = readFlagsFile(path);
+  const current = await environment.flags.read();
   for (const flag of FLAG_KEYS) {
     if (current[flag] === values[flag]) continue;
-    await recordFlagChange(
-      pool,
-      { environment: cluster.flagsEnv, flag, value: values[flag], actor },
-      async () => writeFlagsFile(path, { ...readFlagsFile(path), [flag]: values[flag] }),
+    await recordFlagChange(pool, { environment: environment.name, flag, value: values[flag], actor }, () =>
+      environment.flags.write(flag, values[flag]),
     );
   }
-  const redis = new Redis(cluster.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
-  redis.on('error', () => {});
-  try {
-    await redis.connect();
-    await publishRefresh(redis, cluster.redisKeyPrefix, cluster.flagsEnv, { preset: true });
-  } catch {
-    // the nodes' poll applies it
-  } finally {
-    redis.disconnect();
+  if (environment.push) {
+    const redis = new Redis(environment.push.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
+    redis.on('error', () => {});
+    try {
+      await redis.connect();
+      await publishRefresh(redis, environment.push.keyPrefix, environment.name, { preset: true });
+    } catch {
+      // the nodes' poll applies it
+    } finally {
+      redis.disconnect();
+    }
   }
   const deadline = Date.now() + 15_000;
   for (;;) {
     const acting = await Promise.all(
-      cluster.nodes.map(async (node) => {
+      environment.target.nodes.map(async (node) => {
         const report = (await (await fetch(`${node.url}/flags`)).json()) as {
           flags: Record<string, { acting: boolean }>;
         };
@@ -118,7 +110,7 @@ export async function applyPreset(
 
 async function record(
   pool: Pool,
-  cluster: ClusterFile,
+  environment: Environment,
   from: number,
   to: number,
   outcome: PromotionOutcome,
@@ -126,7 +118,7 @@ async function record(
 ) {
   await pool.query(
     'INSERT INTO promotions (environment, from_phase, to_phase, status, failed_check, actor) VALUES ($1, $2, $3, $4, $5, $6)',
-    [cluster.flagsEnv, from, to, outcome.status, outcome.failedCheck ?? null, actor],
+    [environment.name, from, to, outcome.status, outcome.failedCheck ?? null, actor],
   );
   await appendSerialized(pool, CLUSTER_CHAIN_ID, [
     {
@@ -134,7 +126,7 @@ async function record(
       eventType: `promotion.${outcome.status}`,
       actor,
       payload: {
-        environment: cluster.flagsEnv,
+        environment: environment.name,
         from,
         to,
         failedCheck: outcome.failedCheck,
@@ -144,8 +136,8 @@ async function record(
   ]);
 }
 
-async function healthProblem(cluster: ClusterFile): Promise<string | undefined> {
-  for (const node of cluster.nodes) {
+async function healthProblem(environment: Environment): Promise<string | undefined> {
+  for (const node of environment.target.nodes) {
     const ok = await fetch(`${node.url}/health`).then(
       (r) => r.ok,
       () => false,
@@ -156,10 +148,10 @@ async function healthProblem(cluster: ClusterFile): Promise<string | undefined> 
 }
 
 export async function promote(options: PromotionOptions): Promise<PromotionOutcome> {
-  const { cluster, to, actor, log } = options;
-  const pool = createPool(cluster.databaseUrl, { max: 2, applicationName: 'workbench-promote' });
+  const { environment, to, actor, log } = options;
+  const pool = createPool(environment.target.databaseUrl, { max: 2, applicationName: 'workbench-promote' });
   try {
-    const from = await currentPhase(pool, cluster.flagsEnv, cluster.phase);
+    const from = await currentPhase(pool, environment.name, environment.phase);
     const block = async (reason: string, failedCheck?: string): Promise<PromotionOutcome> => {
       const outcome: PromotionOutcome = {
         status: 'blocked',
@@ -167,43 +159,44 @@ export async function promote(options: PromotionOptions): Promise<PromotionOutco
         reason,
         ...(failedCheck ? { failedCheck } : {}),
       };
-      await record(pool, cluster, from, to, outcome, actor);
+      await record(pool, environment, from, to, outcome, actor);
       return outcome;
     };
     if (to === from) return await block(`already at phase ${to}`);
-    const unhealthy = await healthProblem(cluster);
+    const unhealthy = await healthProblem(environment);
     if (unhealthy) return await block(unhealthy);
-    if (options.requirePassedIn) {
+    const requirePassedIn = options.requirePassedIn ?? environment.requirePassedIn;
+    if (requirePassedIn) {
       const passed = await pool.query(
         'SELECT 1 FROM smoke_runs WHERE environment = $1 AND phase = $2 AND passed LIMIT 1',
-        [options.requirePassedIn, to],
+        [requirePassedIn, to],
       );
       if (passed.rowCount === 0)
-        return await block(`policy: phase ${to} has not passed in ${options.requirePassedIn} yet`);
+        return await block(`policy: phase ${to} has not passed in ${requirePassedIn} yet`);
     }
     log(`checking phase ${from} before the flip`);
-    const before = await smoke(pool, cluster, from, expectationsOf(from));
+    const before = await smoke(pool, environment, from, expectationsOf(from));
     if (!before.passed) return await block(`phase ${from} checks do not hold`, before.failed?.name);
 
-    const previous = readFlagsFile(flagsFile(cluster.flagsDir, cluster.flagsEnv));
+    const previous = await environment.flags.read();
     log(`applying the phase ${to} flag preset and waiting for every node`);
-    await applyPreset(pool, cluster, phasePreset(to), actor);
+    await applyPreset(pool, environment, phasePreset(to), actor);
     log(`checking phase ${to} after the flip`);
-    const after = await smoke(pool, cluster, to, expectationsOf(to, options.expectationsFile));
+    const after = await smoke(pool, environment, to, expectationsOf(to, options.expectationsFile));
     if (!after.passed) {
       log(`check ${after.failed?.name} failed: putting the phase ${from} flags back`);
-      await applyPreset(pool, cluster, previous, actor);
+      await applyPreset(pool, environment, previous, actor);
       const outcome: PromotionOutcome = {
         status: 'rolled-back',
         from,
         failedCheck: after.failed?.name,
         reason: after.failed?.detail || `${after.failed?.name} did not meet its expectation`,
       };
-      await record(pool, cluster, from, to, outcome, actor);
+      await record(pool, environment, from, to, outcome, actor);
       return outcome;
     }
     const outcome: PromotionOutcome = { status: 'promoted', from };
-    await record(pool, cluster, from, to, outcome, actor);
+    await record(pool, environment, from, to, outcome, actor);
     return outcome;
   } finally {
     await pool.end();
@@ -211,22 +204,22 @@ export async function promote(options: PromotionOptions): Promise<PromotionOutco
 }
 
 /** Back to the phase before the last promotion (its flag preset), recorded as a rollback. */
-export async function rollback(cluster: ClusterFile, actor: string, log: (line: string) => void) {
-  const pool = createPool(cluster.databaseUrl, { max: 2, applicationName: 'workbench-rollback' });
+export async function rollback(environment: Environment, actor: string, log: (line: string) => void) {
+  const pool = createPool(environment.target.databaseUrl, { max: 2, applicationName: 'workbench-rollback' });
   try {
     const last = (
       await pool.query<{ fromPhase: number; toPhase: number }>(
         `SELECT from_phase AS "fromPhase", to_phase AS "toPhase" FROM promotions
           WHERE environment = $1 AND status = 'promoted' ORDER BY id DESC LIMIT 1`,
-        [cluster.flagsEnv],
+        [environment.name],
       )
     ).rows[0];
-    if (!last) throw new Error(`no promotion of ${cluster.flagsEnv} to roll back`);
-    log(`rolling ${cluster.flagsEnv} back from phase ${last.toPhase} to phase ${last.fromPhase}`);
-    await applyPreset(pool, cluster, phasePreset(last.fromPhase), actor);
+    if (!last) throw new Error(`no promotion of ${environment.name} to roll back`);
+    log(`rolling ${environment.name} back from phase ${last.toPhase} to phase ${last.fromPhase}`);
+    await applyPreset(pool, environment, phasePreset(last.fromPhase), actor);
     await record(
       pool,
-      cluster,
+      environment,
       last.toPhase,
       last.fromPhase,
       { status: 'rollback', from: last.toPhase },

@@ -1,47 +1,17 @@
 /**
- * The smoke checks: each named, each driving real peers through the SDK against chosen nodes, each one
- * state-inventory row (or a cluster property). A check throws `CheckFailed` with what it saw; it is `n/a`
- * when the cluster has too few nodes for it.
+ * The smoke suite, in the order it runs: the cross-node checks of this file first, then the checks of
+ * background work and limits, and the checks that stop nodes last (each starts its node again).
  */
 import { verifyMesh } from '../../broker/audit/verify.js';
-import { createPool } from '../../broker/db/pool.js';
-import type { MeshClient } from '../../client/client.js';
 import type { Frame } from '../../client/frames.js';
-import { eventually, type SmokeContext, type SmokeMesh } from './context.js';
+import { BACKGROUND_CHECKS } from './background-checks.js';
+import { type Check, CheckFailed, DELIVERY_WAIT_MS, onTwoNodes } from './check.js';
+import { eventually } from './context.js';
+import { NODE_FAILURE_CHECKS } from './node-failure-checks.js';
 
-export class CheckFailed extends Error {}
-export class NotApplicable extends Error {}
+export { CheckFailed };
 
-/** How long a check waits for something to arrive before it calls it missing (generous: machines are busy). */
-const DELIVERY_WAIT_MS = 5000;
-
-export interface Check {
-  name: string;
-  /** The row of the state inventory (or the property) it checks. */
-  row: string;
-  run(context: SmokeContext): Promise<void>;
-}
-
-interface TwoNodes {
-  a: { id: string; url: string };
-  b: { id: string; url: string };
-  mesh: SmokeMesh;
-  /** A peer of the mesh's first member on node a, and of its second member on node b. */
-  onA: MeshClient;
-  onB: MeshClient;
-}
-
-/** The set-up of every cross-node check: a fresh mesh, one peer on each of the first two nodes. */
-async function onTwoNodes(context: SmokeContext): Promise<TwoNodes> {
-  const [a, b] = context.target.nodes;
-  if (!a || !b) throw new NotApplicable('needs two nodes');
-  const mesh = await context.mesh(2);
-  const onA = await context.peer(a.url, mesh, mesh.members[0]!);
-  const onB = await context.peer(b.url, mesh, mesh.members[1]!);
-  return { a, b, mesh, onA, onB };
-}
-
-export const CHECKS: Check[] = [
+const CROSS_NODE_CHECKS: Check[] = [
   {
     name: 'cross-node-dm',
     row: 'direct / broadcast / group delivery',
@@ -97,15 +67,10 @@ export const CHECKS: Check[] = [
         await onB.send(mesh.members[0]!.pubkey, `b${i}`);
         await onB.request({ type: 'audit.query', limit: 1 });
       }
-      const pool = createPool(context.target.databaseUrl, { max: 1, applicationName: 'workbench-smoke' });
-      try {
-        const result = await verifyMesh(pool, mesh.meshId);
-        if (!result.valid) {
-          const broken = result.brokenAt ? `, broken at seq ${result.brokenAt.seq}` : '';
-          throw new CheckFailed(`the chain is not intact: ${result.forks.length} fork(s)${broken}`);
-        }
-      } finally {
-        await pool.end();
+      const result = await verifyMesh(context.db(), mesh.meshId);
+      if (!result.valid) {
+        const broken = result.brokenAt ? `, broken at seq ${result.brokenAt.seq}` : '';
+        throw new CheckFailed(`the chain is not intact: ${result.forks.length} fork(s)${broken}`);
       }
     },
   },
@@ -202,3 +167,5 @@ export const CHECKS: Check[] = [
     },
   },
 ];
+
+export const CHECKS: Check[] = [...CROSS_NODE_CHECKS, ...BACKGROUND_CHECKS, ...NODE_FAILURE_CHECKS];

@@ -3,8 +3,20 @@
  * token) and helpers that drive real peers through the SDK, exactly as a user's peers would.
  */
 import { randomBytes } from 'node:crypto';
+import { createPool, type Pool } from '../../broker/db/pool.js';
 import { MeshClient } from '../../client/client.js';
 import { generateMemberKeys, type MemberKeys } from '../../client/keys.js';
+
+/** A check that cannot run on this cluster (too few nodes, no node control, …): reported as `n/a`. */
+export class NotApplicable extends Error {}
+
+/** How the checks of node failures crash, drain and restart a node; each resolves when done. */
+export interface NodeControl {
+  kill(nodeId: string): Promise<void>;
+  stop(nodeId: string): Promise<void>;
+  /** Resolves once the node is healthy again. */
+  start(nodeId: string): Promise<void>;
+}
 
 export interface SmokeTarget {
   lbUrl: string;
@@ -12,6 +24,10 @@ export interface SmokeTarget {
   databaseUrl: string;
   adminToken: string;
   flagsEnv: string;
+  /** Absent: the environment does not let the checks crash its nodes, and those checks are n/a. */
+  control?: NodeControl;
+  /** An address of this machine the nodes can fetch, for a watch target the check serves (else n/a). */
+  watchTargetHost?: string;
 }
 
 export interface SmokeMesh {
@@ -21,8 +37,56 @@ export interface SmokeMesh {
 
 export class SmokeContext {
   private readonly clients: MeshClient[] = [];
+  /** Nodes this check crashed or drained: started again when it ends, whatever its outcome. */
+  private readonly downed = new Set<string>();
+  private database: Pool | undefined;
 
   constructor(readonly target: SmokeTarget) {}
+
+  /** The environment's database, for what only it can tell (who fired an occurrence, who owns a watch). */
+  db(): Pool {
+    this.database ??= createPool(this.target.databaseUrl, { max: 2, applicationName: 'workbench-smoke' });
+    return this.database;
+  }
+
+  /** The live holder of the active lease (phase 1's "only one node runs background work"), if any. */
+  async activeLeaseHolder(): Promise<string | undefined> {
+    const result = await this.db().query<{ holder: string }>(
+      "SELECT holder FROM cluster_leases WHERE name = 'active' AND expires_at > now()",
+    );
+    return result.rows[0]?.holder;
+  }
+
+  private control() {
+    if (!this.target.control) throw new NotApplicable('the environment does not let checks stop its nodes');
+    return this.target.control;
+  }
+
+  /** Crashes a node (SIGKILL or the environment's kill command). */
+  async kill(nodeId: string): Promise<void> {
+    const control = this.control();
+    this.downed.add(nodeId);
+    await control.kill(nodeId);
+  }
+
+  /** Drains and stops a node (SIGTERM or the environment's stop command). */
+  async stop(nodeId: string): Promise<void> {
+    const control = this.control();
+    this.downed.add(nodeId);
+    await control.stop(nodeId);
+  }
+
+  /** Says `n/a` up front when the environment cannot stop nodes, before the check sets anything up. */
+  requireNodeControl(): void {
+    this.control();
+  }
+
+  /** The WebSocket URLs of every node, starting with `first`: a peer that fails over to the others. */
+  urlsFrom(first: string): string[] {
+    const urls = this.target.nodes.map((node) => node.url);
+    const start = urls.indexOf(first);
+    return [...urls.slice(start), ...urls.slice(0, start)];
+  }
 
   wsUrl(httpUrl: string): string {
     return `${httpUrl.replace(/^http/, 'ws')}/ws`;
@@ -44,12 +108,21 @@ export class SmokeContext {
     return { meshId: meshId!, members };
   }
 
-  /** A connected peer on a given node (by URL), closed when the check ends. */
-  async peer(url: string, mesh: SmokeMesh, member: MemberKeys, options: { reconnect?: boolean } = {}) {
+  /**
+   * A connected peer on a given node (by URL; with several, it fails over to the next), closed when the
+   * check ends.
+   */
+  async peer(
+    url: string | string[],
+    mesh: SmokeMesh,
+    member: MemberKeys,
+    options: { reconnect?: boolean; sessionId?: string } = {},
+  ) {
     const client = new MeshClient({
-      urls: [this.wsUrl(url)],
+      urls: (Array.isArray(url) ? url : [url]).map((u) => this.wsUrl(u)),
       meshId: mesh.meshId,
       keys: member,
+      sessionId: options.sessionId,
       backoff: { initialMs: 50, maxMs: 500 },
       requestTimeoutMs: 5000,
       reconnect: options.reconnect ?? true,
@@ -59,8 +132,18 @@ export class SmokeContext {
     return client;
   }
 
-  close(): void {
+  /** Closes the check's peers and its database pool, and starts every node it stopped again. */
+  async close(): Promise<void> {
     for (const client of this.clients.splice(0)) client.close();
+    const errors: string[] = [];
+    for (const nodeId of this.downed) {
+      await this.target
+        .control!.start(nodeId)
+        .catch((error: Error) => errors.push(`${nodeId}: ${error.message}`));
+    }
+    this.downed.clear();
+    await this.database?.end();
+    if (errors.length > 0) throw new Error(`could not start again: ${errors.join('; ')}`);
   }
 }
 

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runWorkbench } from '../helpers/cli.js';
+import { FAST_CLUSTER } from '../helpers/cluster.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 
 let db: TestDatabase;
@@ -16,7 +17,7 @@ beforeAll(async () => {
   // Three nodes (phase 3 topology) starting on phase 0's flags, in environment "local".
   const up = await runWorkbench(
     ['up', '--phase', '3', '--flags-phase', '0', '--env', 'local', '--port', '0', '--database-url', db.url],
-    {},
+    FAST_CLUSTER,
     cwd,
   );
   expect(up.code, up.stderr).toBe(0);
@@ -72,7 +73,7 @@ describe('workbench promote and rollback', () => {
       status: 'rolled-back',
       failed_check: 'cross-node-dm',
     });
-  }, 120_000);
+  }, 400_000);
 
   it('then promotes 1 → 2 → 3, each after its checks pass, recorded and audited; rollback goes back one', async () => {
     for (const to of [2, 3]) {
@@ -92,5 +93,5 @@ describe('workbench promote and rollback', () => {
     expect(back.code, back.stdout + back.stderr).toBe(0);
     expect(back.stdout).toContain('rolled local back to phase 2');
     expect(JSON.parse(readFileSync(flagsPath(), 'utf8')).flags['ha.audit']).toBe(false);
-  }, 180_000);
+  }, 400_000);
 });
