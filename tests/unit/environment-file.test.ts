@@ -8,7 +8,9 @@ import { loadEnvironmentFile, resolveEnvironment } from '../../cli/environments/
 const dir = mkdtempSync(join(tmpdir(), 'wb-environments-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const example = JSON.parse(readFileSync(join(import.meta.dirname, '../../environments/example.json'), 'utf8'));
+const example = JSON.parse(
+  readFileSync(join(import.meta.dirname, '../../environments/example.json'), 'utf8'),
+);
 const secrets = {
   STAGING_DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/none',
   STAGING_ADMIN_TOKEN: 't0ken',
