@@ -4,7 +4,6 @@
  * per node. None of them stops a node.
  */
 import { type MeshClient, MeshRequestError } from '../../client/client.js';
-import type { Frame } from '../../client/frames.js';
 import { type Check, CheckFailed, DELIVERY_WAIT_MS, onTwoNodes } from './check.js';
 import { eventually, NotApplicable, type SmokeContext, type SmokeMesh } from './context.js';
 import { ScheduleWitness, SETTLE_MS, scheduleIn } from './schedule-witness.js';
