@@ -18,8 +18,9 @@ import { statusCommand } from './commands/status.js';
 const USAGE = `usage: workbench <command> [options]
 
 commands:
-  up [--phase N] [--nodes K] [--port P]
-                                  start a local cluster of phase N (default 3): brokers + HAProxy
+  up [--phase N] [--nodes K] [--port P] [--lb haproxy|traefik]
+                                  start a local cluster of phase N (default 3): brokers behind Traefik
+                                  (when a traefik binary is on PATH) or HAProxy
   down                            stop the local cluster started here
   node kill|stop|start ID         crash (SIGKILL), drain (SIGTERM) or restart one node of the local cluster
   promote --env E --to N [--require-passed-in S] [--expectations FILE]

@@ -1,6 +1,7 @@
 /**
  * A local cluster for a phase, run natively: K broker processes (compiled JS), the machine's Postgres and
- * Redis (a database and a key prefix of its own), and HAProxy configured from the phase's Traefik file. Its
+ * Redis (a database and a key prefix of its own), and a load balancer running the phase's Traefik file:
+ * Traefik itself when a `traefik` binary is on PATH, else HAProxy configured from it. Its
  * state lives in `.workbench/` of the working directory: cluster.json, logs, the flags of the running
  * environment (a copy of the phase preset, so flips never edit the repository's files).
  */
@@ -13,13 +14,15 @@ import { ensureDatabase, runMigrations } from '../../broker/db/migrate.js';
 import { packageRoot } from '../../broker/paths.js';
 import { haproxyConfig } from './haproxy.js';
 import { readTraefik, type TraefikConfig } from './traefik.js';
+import { chooseLoadBalancer, localDynamicConfig, localStaticConfig } from './traefik-local.js';
 
 export interface ClusterFile {
   /** The phase whose flags the cluster started with (promotions move it on; see `workbench status`). */
   phase: number;
   /** The phase whose topology (Traefik file, node count) the cluster runs. */
   topology: number;
-  lb: { url: string; pid: number };
+  /** The load balancer: HAProxy generated from the phase's Traefik file, or Traefik running it as is. */
+  lb: { url: string; pid: number; kind?: 'haproxy' | 'traefik' };
   nodes: ClusterNode[];
   databaseUrl: string;
   redisUrl: string;
@@ -131,6 +134,8 @@ export interface UpOptions {
   /** The flags environment of the cluster (default `phase<N>`), and whose preset it starts with. */
   environment?: string;
   flagsPhase?: number;
+  /** The load balancer; by default Traefik when a `traefik` binary is on PATH, else HAProxy. */
+  loadBalancer?: 'haproxy' | 'traefik';
   /** Extra environment for the brokers (tests shorten timings with it). */
   env?: Record<string, string>;
 }
@@ -144,7 +149,8 @@ export async function up(options: UpOptions): Promise<ClusterFile> {
       `a cluster is already running here (phase ${existing.phase}, ${existing.lb.url}); run "workbench down" first`,
     );
   }
-  if (spawnSync('haproxy', ['-v']).error) {
+  const lbKind = chooseLoadBalancer(options.loadBalancer);
+  if (lbKind === 'haproxy' && spawnSync('haproxy', ['-v']).error) {
     throw new Error(
       'HAProxy is not installed: apt-get update && apt-get install -y --no-install-recommends haproxy',
     );
@@ -210,13 +216,14 @@ export async function up(options: UpOptions): Promise<ClusterFile> {
 
     const lbPort = await freePort(options.port ?? 8080);
     const addresses = Object.fromEntries(nodes.map((node) => [node.id, node.url.replace('http://', '')]));
-    const cfg = join(dir, 'haproxy.cfg');
-    writeFileSync(cfg, haproxyConfig(traefik, { bind: `127.0.0.1:${lbPort}`, addresses }));
-    const check = spawnSync('haproxy', ['-c', '-q', '-f', cfg], { encoding: 'utf8' });
-    if (check.status !== 0) throw new Error(`generated HAProxy configuration is invalid:\n${check.stderr}`);
-    const lbLog = openSync(join(dir, 'logs', 'haproxy.log'), 'a');
-    const lb = spawn('haproxy', ['-db', '-f', cfg], { cwd, detached: true, stdio: ['ignore', lbLog, lbLog] });
-    lb.unref();
+    const lb = startLoadBalancer(lbKind, {
+      dir,
+      cwd,
+      bind: `127.0.0.1:${lbPort}`,
+      addresses,
+      traefik,
+      phaseFile: join(phaseDir, 'traefik.yml'),
+    });
     children.push(lb);
     const lbUrl = `http://127.0.0.1:${lbPort}`;
     await waitHealthy(lbUrl, 15_000, () => lb.exitCode !== null);
@@ -224,7 +231,7 @@ export async function up(options: UpOptions): Promise<ClusterFile> {
     const cluster: ClusterFile = {
       phase: presetPhase,
       topology: options.phase,
-      lb: { url: lbUrl, pid: lb.pid! },
+      lb: { url: lbUrl, pid: lb.pid!, kind: lbKind },
       nodes,
       databaseUrl: base.databaseUrl,
       redisUrl: base.redisUrl,
@@ -240,6 +247,39 @@ export async function up(options: UpOptions): Promise<ClusterFile> {
     for (const child of children) if (child.pid && alive(child.pid)) process.kill(child.pid, 'SIGKILL');
     throw error;
   }
+}
+
+/** Starts the load balancer in front of the nodes (`addresses`: broker host name → `127.0.0.1:port`). */
+function startLoadBalancer(
+  kind: 'haproxy' | 'traefik',
+  options: {
+    dir: string;
+    cwd: string;
+    bind: string;
+    addresses: Record<string, string>;
+    traefik: TraefikConfig;
+    phaseFile: string;
+  },
+): ChildProcess {
+  const { dir, cwd, bind, addresses } = options;
+  const log = openSync(join(dir, 'logs', `${kind}.log`), 'a');
+  let args: string[];
+  if (kind === 'haproxy') {
+    const cfg = join(dir, 'haproxy.cfg');
+    writeFileSync(cfg, haproxyConfig(options.traefik, { bind, addresses }));
+    const check = spawnSync('haproxy', ['-c', '-q', '-f', cfg], { encoding: 'utf8' });
+    if (check.status !== 0) throw new Error(`generated HAProxy configuration is invalid:\n${check.stderr}`);
+    args = ['-db', '-f', cfg];
+  } else {
+    const dynamicFile = join(dir, 'traefik-dynamic.yml');
+    writeFileSync(dynamicFile, localDynamicConfig(readFileSync(options.phaseFile, 'utf8'), addresses));
+    const staticFile = join(dir, 'traefik.yml');
+    writeFileSync(staticFile, localStaticConfig({ bind, dynamicFile }));
+    args = [`--configFile=${staticFile}`];
+  }
+  const lb = spawn(kind, args, { cwd, detached: true, stdio: ['ignore', log, log] });
+  lb.unref();
+  return lb;
 }
 
 function writeCluster(cwd: string, cluster: ClusterFile): void {

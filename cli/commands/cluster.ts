@@ -9,7 +9,10 @@ function portNumber(text: string): number {
   return Number(text);
 }
 
-/** `workbench up [--phase N] [--nodes K] [--port P]`: a local cluster of the phase, with HAProxy in front. */
+/**
+ * `workbench up [--phase N] [--nodes K] [--port P] [--lb haproxy|traefik]`: a local cluster of the phase,
+ * with Traefik (when installed) or HAProxy in front.
+ */
 export async function upCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parse(argv, {
     phase: { type: 'string' },
@@ -17,6 +20,7 @@ export async function upCommand(argv: string[]): Promise<number> {
     'flags-phase': { type: 'string' },
     nodes: { type: 'string' },
     port: { type: 'string' },
+    lb: { type: 'string' },
     'database-url': { type: 'string' },
     'redis-url': { type: 'string' },
   });
@@ -24,7 +28,10 @@ export async function upCommand(argv: string[]): Promise<number> {
   const phase = values.phase === undefined ? 3 : Number(values.phase);
   if (!Number.isInteger(phase) || phase < 0 || phase > 4)
     throw new UsageError('--phase must be 0, 1, 2, 3 or 4');
+  if (values.lb !== undefined && values.lb !== 'haproxy' && values.lb !== 'traefik')
+    throw new UsageError('--lb must be haproxy or traefik');
   const cluster = await up({
+    loadBalancer: values.lb,
     phase,
     nodes: values.nodes === undefined ? undefined : positiveInt('--nodes', values.nodes, 1),
     environment: values.env,
@@ -35,7 +42,7 @@ export async function upCommand(argv: string[]): Promise<number> {
     log: (line) => console.log(line),
   });
   console.log(`\n  phase ${cluster.phase} cluster up
-    load balancer   ${cluster.lb.url}   (WebSocket: ${cluster.lb.url.replace('http', 'ws')}/ws)
+    load balancer   ${cluster.lb.url}   (${cluster.lb.kind}, log .workbench/logs/${cluster.lb.kind}.log; WebSocket: ${cluster.lb.url.replace('http', 'ws')}/ws)
 ${cluster.nodes.map((n) => `    ${n.id.padEnd(14)}  ${n.url}   (pid ${n.pid}, log .workbench/logs/${n.id}.log)`).join('\n')}
     admin token     in .workbench/cluster.json
     database        ${cluster.databaseUrl}

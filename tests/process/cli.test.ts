@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -98,6 +98,9 @@ describe('workbench CLI', () => {
     [['mesh', 'delete', 'x'], 'unknown mesh action "delete"'],
     [['mesh', 'create', 'x', '--members', '2', '--colour', 'red'], "Unknown option '--colour'"],
     [['frobnicate'], 'unknown command "frobnicate"'],
+    [['up', '--lb', 'nginx'], '--lb must be haproxy or traefik'],
+    [['node', 'reboot', 'broker-1'], 'unknown node action "reboot"'],
+    [['smoke', '--phase', '9'], '--phase must be 0, 1, 2, 3 or 4'],
   ])('refuses %j with usage and exit code 2, creating nothing', async (args, message) => {
     const result = await runWorkbench(args, { DATABASE_URL: databaseUrl });
     expect(result.code).toBe(2);
@@ -108,6 +111,19 @@ describe('workbench CLI', () => {
     const meshes = await client.query("SELECT count(*)::int AS n FROM meshes WHERE name = 'x'");
     await client.end();
     expect(meshes.rows[0]?.n).toBe(0);
+  });
+
+  it('up --lb traefik without a traefik binary says so and starts nothing', async () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'wb-no-traefik-'));
+    try {
+      // An empty PATH: no traefik, whatever this machine has installed.
+      const result = await runWorkbench(['up', '--lb', 'traefik', '--port', '0'], { PATH: cwd }, cwd);
+      expect(result.code).toBe(1);
+      expect(result.stderr).toContain('no traefik binary on PATH');
+      expect(existsSync(join(cwd, '.workbench', 'cluster.json'))).toBe(false);
+    } finally {
+      rmSync(cwd, { recursive: true, force: true });
+    }
   });
 
   it('broker refuses bad configuration naming the variable', async () => {
