@@ -9,6 +9,7 @@ import { auditCommand } from './commands/audit.js';
 import { brokerCommand } from './commands/broker.js';
 import { downCommand, nodeCommand, upCommand } from './commands/cluster.js';
 import { flagsCommand } from './commands/flags.js';
+import { loadCommand } from './commands/load.js';
 import { meshCommand } from './commands/mesh.js';
 import { migrateCommand } from './commands/migrate.js';
 import { promoteCommand, rollbackCommand } from './commands/promote.js';
@@ -43,7 +44,11 @@ commands:
   flags set KEY on|off --env E [--actor NAME]
                                   flip a flag (file or Unleash provider), audit it, push it to the nodes
       provider options: --provider file|unleash, --flags-dir DIR, --unleash-url URL,
-      --unleash-token T, --unleash-environment NAME (default: development)`;
+      --unleash-token T, --unleash-environment NAME (default: development)
+  load [--url URL | --nodes URL,URL] [--peers N] [--meshes M] [--dm-rate R] [--broadcast-rate R]
+       [--stream-rate R] [--duration 30s] [--max-messages N] [--drain 5s] [--admin-token T] [--json]
+                                  synthetic peers with a delivery checker; exit 1 if a message was
+                                  lost, duplicated or reordered`;
 
 const commands: Record<string, (argv: string[]) => Promise<number | undefined>> = {
   broker: brokerCommand,
@@ -58,6 +63,7 @@ const commands: Record<string, (argv: string[]) => Promise<number | undefined>> 
   rollback: rollbackCommand,
   down: downCommand,
   node: nodeCommand,
+  load: loadCommand,
 };
 
 async function main(argv: string[]): Promise<number> {

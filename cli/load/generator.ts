@@ -1,0 +1,229 @@
+/**
+ * The traffic of `workbench load`: N SDK peers (MeshClient, as real peers), every one subscribed to its
+ * mesh's `load` stream, issuing DMs, broadcasts (`to: "*"`) and stream publishes at the asked rates
+ * (messages per second over all peers). Each peer keeps ONE request in flight, so its seqs are issued in
+ * the order the broker sees them, which is what makes the checker's order rule sound. Bounded in time
+ * (`durationMs`) and count (`maxMessages`); then a bounded drain waits for what is still owed.
+ */
+import { performance } from 'node:perf_hooks';
+import { MeshClient, MeshRequestError } from '../../client/client.js';
+import type { Frame, Message } from '../../client/frames.js';
+import type { Channel, DeliveryChecker, Kind } from './checker.js';
+import type { LoadPeerPlan } from './setup.js';
+
+export const LOAD_STREAM = 'load';
+
+export interface GeneratorOptions {
+  wsUrls: string[];
+  plans: LoadPeerPlan[];
+  /** Messages per second over all peers, per kind. */
+  rates: Record<Kind, number>;
+  durationMs: number;
+  maxMessages: number;
+  drainMs: number;
+  /** Stops issuing early (Ctrl-C); the drain and the report still happen. */
+  signal?: AbortSignal;
+}
+
+export interface GeneratorFacts {
+  durationMs: number;
+  drainMs: number;
+  refused: Record<string, number>;
+  droppedBySdk: number;
+}
+
+interface LoadPeer {
+  plan: LoadPeerPlan;
+  client: MeshClient;
+  busy: boolean;
+  seq: Record<Channel, number>;
+  /** The other peers of its mesh: DM targets, broadcast and stream recipients. */
+  others: string[];
+}
+
+const CONNECT_CONCURRENCY = 32;
+const CONNECT_TIMEOUT_MS = 15_000;
+const REQUEST_TIMEOUT_MS = 10_000;
+const TICK_MS = 5;
+
+/** `promise`, or a rejection after `ms` (the timer is cleared either way, so it never holds the process). */
+async function timeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const expiry = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: no answer in ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([promise, expiry]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Connects every peer (peer i starts on URL i mod K, falling back to the others) and subscribes it. */
+async function connectPeers(
+  options: GeneratorOptions,
+  checker: DeliveryChecker,
+  counters: { dropped: number },
+) {
+  const byMesh = new Map<string, string[]>();
+  for (const plan of options.plans)
+    byMesh.set(plan.meshId, [...(byMesh.get(plan.meshId) ?? []), plan.keys.pubkey]);
+  const peers: LoadPeer[] = options.plans.map((plan) => {
+    const k = options.wsUrls.length;
+    const urls = Array.from({ length: k }, (_, j) => options.wsUrls[(plan.index + j) % k]!);
+    const client = new MeshClient({
+      urls,
+      meshId: plan.meshId,
+      keys: plan.keys,
+      name: `load-${plan.index + 1}`,
+      requestTimeoutMs: REQUEST_TIMEOUT_MS,
+      backoff: { initialMs: 100, maxMs: 2000 },
+    });
+    const me = plan.keys.pubkey;
+    client.on('message', (m: Message) => {
+      const seq = parseSeq(m.body);
+      if (seq !== undefined)
+        checker.receive({ recipient: me, sender: m.from, channel: 'message', seq, at: performance.now() });
+    });
+    // Repeats the SDK filters by messageId: redeliveries (resume, sweep), counted for the report only.
+    const raw = new Set<string>();
+    client.on('frame', (f: Frame) => {
+      if (f.type === 'message') {
+        if (raw.has(String(f.messageId))) counters.dropped++;
+        else raw.add(String(f.messageId));
+      } else if (f.type === 'stream.data' && f.stream === LOAD_STREAM) {
+        const seq = (f.data as { q?: unknown } | null)?.q;
+        if (typeof seq === 'number')
+          checker.receive({
+            recipient: me,
+            sender: String(f.from),
+            channel: 'stream',
+            seq,
+            at: performance.now(),
+          });
+      }
+    });
+    return {
+      plan,
+      client,
+      busy: false,
+      seq: { message: 0, stream: 0 },
+      others: byMesh.get(plan.meshId)!.filter((p) => p !== me),
+    };
+  });
+  let next = 0;
+  const worker = async () => {
+    while (next < peers.length) {
+      const peer = peers[next++]!;
+      await timeout(peer.client.connect(), CONNECT_TIMEOUT_MS, `peer ${peer.plan.index + 1} connect`);
+      if (options.rates.stream > 0)
+        await peer.client.request({ type: 'stream.subscribe', stream: LOAD_STREAM });
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: Math.min(CONNECT_CONCURRENCY, peers.length) }, worker));
+  } catch (error) {
+    for (const peer of peers) peer.client.close();
+    throw error;
+  }
+  return peers;
+}
+
+function parseSeq(body: string): number | undefined {
+  try {
+    const q = (JSON.parse(body) as { q?: unknown }).q;
+    return typeof q === 'number' ? q : undefined;
+  } catch {
+    return undefined; // not one of ours
+  }
+}
+
+export async function generateLoad(
+  options: GeneratorOptions,
+  checker: DeliveryChecker,
+): Promise<GeneratorFacts> {
+  const counters = { dropped: 0 };
+  const refused: Record<string, number> = {};
+  const peers = await connectPeers(options, checker, counters).catch((error) => {
+    throw new Error(`could not connect the peers: ${(error as Error).message}`);
+  });
+  try {
+    const kinds = (['dm', 'broadcast', 'stream'] as const).filter((k) => options.rates[k] > 0);
+    const issued: Record<Kind, number> = { dm: 0, broadcast: 0, stream: 0 };
+    const inFlight = new Set<Promise<void>>();
+    let total = 0;
+    let cursor = 0;
+    const freePeer = () => {
+      for (let i = 0; i < peers.length; i++) {
+        const peer = peers[(cursor + i) % peers.length]!;
+        if (!peer.busy && peer.client.connected) {
+          cursor = (cursor + i + 1) % peers.length;
+          return peer;
+        }
+      }
+      return undefined;
+    };
+    const issue = (peer: LoadPeer, kind: Kind) => {
+      const channel: Channel = kind === 'stream' ? 'stream' : 'message';
+      const seq = peer.seq[channel]++;
+      peer.busy = true;
+      const sender = peer.plan.keys.pubkey;
+      const target = peer.others[Math.floor(Math.random() * peer.others.length)]!;
+      const sentAt = performance.now();
+      const request =
+        kind === 'stream'
+          ? peer.client.request({ type: 'stream.publish', stream: LOAD_STREAM, data: { q: seq } })
+          : peer.client.send(kind === 'dm' ? target : '*', JSON.stringify({ q: seq, k: kind }), {
+              id: `load-${sender.slice(0, 16)}-${seq}`,
+            });
+      const recipients = kind === 'dm' ? [target] : peer.others;
+      const done: Promise<void> = request.then(
+        () => checker.accept({ sender, kind, seq, sentAt, recipients }),
+        (error) => {
+          const reason = error instanceof MeshRequestError ? error.code : 'error';
+          refused[reason] = (refused[reason] ?? 0) + 1;
+        },
+      );
+      const settled = done.finally(() => {
+        peer.busy = false;
+        inFlight.delete(settled);
+      });
+      inFlight.add(settled);
+    };
+
+    const started = performance.now();
+    await new Promise<void>((resolve) => {
+      const timer = setInterval(() => {
+        const elapsed = performance.now() - started;
+        if (elapsed >= options.durationMs || total >= options.maxMessages || options.signal?.aborted) {
+          clearInterval(timer);
+          resolve();
+          return;
+        }
+        let progress = true;
+        while (progress && total < options.maxMessages) {
+          progress = false;
+          for (const kind of kinds) {
+            if (issued[kind] >= Math.floor((options.rates[kind] * elapsed) / 1000)) continue;
+            if (total >= options.maxMessages) break;
+            const peer = freePeer();
+            if (!peer) return; // every peer busy: the offered rate is above what the target takes
+            issue(peer, kind);
+            issued[kind]++;
+            total++;
+            progress = true;
+          }
+        }
+      }, TICK_MS);
+    });
+    const durationMs = performance.now() - started;
+    // Requests still out get their answer or their timeout (bounded by REQUEST_TIMEOUT_MS).
+    await Promise.all([...inFlight]);
+    const drainStarted = performance.now();
+    while (checker.outstanding() > 0 && performance.now() - drainStarted < options.drainMs)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    return { durationMs, drainMs: performance.now() - drainStarted, refused, droppedBySdk: counters.dropped };
+  } finally {
+    for (const peer of peers) peer.client.close();
+  }
+}
