@@ -202,9 +202,18 @@ export class MeshClient extends Emitter<ClientEvents> {
     const url = this.options.urls[this.urlIndex % this.options.urls.length]!;
     const socket = new WebSocket(url);
     this.socket = socket;
-    socket.onopen = () => {
+    socket.onopen = async () => {
       const { meshId, keys, name, groups } = this.options;
-      const hello = signHello(keys, meshId, this.sessionId);
+      // Awaited: the browser build's signHello (keys.webcrypto.ts) is asynchronous, Node's is not.
+      let hello: Awaited<ReturnType<typeof signHello>>;
+      try {
+        hello = await signHello(keys, meshId, this.sessionId);
+      } catch (error) {
+        this.stop(4400, `cannot sign the hello: ${(error as Error).message}`);
+        socket.close();
+        return;
+      }
+      if (this.socket !== socket || socket.readyState !== WebSocket.OPEN) return;
       socket.send(
         JSON.stringify({
           type: 'hello',
