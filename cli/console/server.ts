@@ -1,0 +1,163 @@
+/**
+ * The console's HTTP server (the workbench's, not a broker's): the page, its state as JSON, the flag flip,
+ * and the browser peer page with the SDK files it imports. Loopback only.
+ *
+ * The admin token: POST /api/flags needs `Authorization: Bearer <the cluster's admin token>`, and the page
+ * is served with that token embedded. That is acceptable because the server binds to 127.0.0.1 and the
+ * token sits in .workbench/cluster.json, readable by anyone who can reach this port anyway. What the token
+ * still stops is another web site in the operator's browser: it cannot read the page cross-origin to learn
+ * the token, and a request with an Authorization header needs a CORS preflight this server never grants.
+ * The Host check stops DNS rebinding (a foreign name resolved to 127.0.0.1 would make the page same-origin).
+ */
+import { readFile } from 'node:fs/promises';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { packageRoot } from '../../broker/paths.js';
+import { BadFlipRequest, type FlipOutcome, type FlipRequest, parseFlipRequest } from './flag-flip.js';
+import type { Snapshot } from './snapshot.js';
+
+const MAX_BODY_BYTES = 4096;
+
+export interface ConsoleBackend {
+  adminToken: string;
+  snapshot(): Snapshot | undefined;
+  flip(request: FlipRequest): Promise<FlipOutcome>;
+}
+
+const STATIC = join(packageRoot(), 'cli', 'console', 'static');
+const DIST = join(packageRoot(), 'dist');
+
+/**
+ * Files served as they are: the pages, and for the peer page the compiled SDK (dist/) plus two shims
+ * that stand in for the SDK's Node imports (`ws`, `node:crypto`). A fixed list, so no path from a URL
+ * ever reaches the file system.
+ */
+const FILES: Record<string, { path: string; type: string }> = {
+  '/console.js': { path: join(STATIC, 'console.js'), type: 'text/javascript' },
+  '/console.css': { path: join(STATIC, 'console.css'), type: 'text/css' },
+  '/peer': { path: join(STATIC, 'peer.html'), type: 'text/html' },
+  '/peer.js': { path: join(STATIC, 'peer.js'), type: 'text/javascript' },
+  '/sdk/shims/ws.js': { path: join(STATIC, 'shims', 'ws.js'), type: 'text/javascript' },
+  '/sdk/shims/node-crypto.js': { path: join(STATIC, 'shims', 'node-crypto.js'), type: 'text/javascript' },
+  ...Object.fromEntries(
+    ['client.js', 'dedup.js', 'emitter.js', 'frames.js', 'keys.webcrypto.js'].map((file) => [
+      `/sdk/client/${file}`,
+      { path: join(DIST, 'client', file), type: 'text/javascript' },
+    ]),
+  ),
+  '/sdk/broker/protocol/hello-message.js': {
+    path: join(DIST, 'broker', 'protocol', 'hello-message.js'),
+    type: 'text/javascript',
+  },
+};
+
+const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+function send(response: ServerResponse, status: number, type: string, body: string): void {
+  response.writeHead(status, {
+    'content-type': `${type}; charset=utf-8`,
+    'cache-control': 'no-store',
+    'x-content-type-options': 'nosniff',
+  });
+  response.end(body);
+}
+
+const sendJson = (response: ServerResponse, status: number, value: unknown) =>
+  send(response, status, 'application/json', JSON.stringify(value));
+
+const sendError = (response: ServerResponse, status: number, error: string, message: string) =>
+  sendJson(response, status, { error, message });
+
+function readBody(request: IncomingMessage): Promise<string | undefined> {
+  return new Promise((resolve, reject) => {
+    let body = '';
+    let tooLarge = false;
+    request.setEncoding('utf8');
+    request.on('data', (chunk: string) => {
+      body += chunk;
+      if (body.length > MAX_BODY_BYTES) tooLarge = true;
+    });
+    request.on('end', () => resolve(tooLarge ? undefined : body));
+    request.on('error', reject);
+  });
+}
+
+export interface ConsoleServer {
+  url: string;
+  server: Server;
+  close(): Promise<void>;
+}
+
+export async function startConsoleServer(
+  backend: ConsoleBackend,
+  options: { port: number; host?: string } = { port: 0 },
+): Promise<ConsoleServer> {
+  const host = options.host ?? '127.0.0.1';
+  const page = await readFile(join(STATIC, 'console.html'), 'utf8');
+  let port = 0;
+
+  const handle = async (request: IncomingMessage, response: ServerResponse) => {
+    const allowedHosts = [`127.0.0.1:${port}`, `localhost:${port}`];
+    if (!allowedHosts.includes(request.headers.host ?? ''))
+      return sendError(response, 421, 'wrong_host', `this console answers to ${allowedHosts.join(' or ')}`);
+    const path = new URL(request.url ?? '/', 'http://console').pathname;
+    const method = request.method ?? 'GET';
+
+    if (path === '/api/flags') {
+      if (method !== 'POST') return sendError(response, 405, 'method_not_allowed', 'POST a flag change');
+      if (request.headers.authorization !== `Bearer ${backend.adminToken}`)
+        return sendError(response, 401, 'unauthorized', 'the cluster admin token is required');
+      const body = await readBody(request);
+      if (body === undefined)
+        return sendError(response, 413, 'too_large', `the body is over ${MAX_BODY_BYTES} bytes`);
+      let flip: FlipRequest;
+      try {
+        flip = parseFlipRequest(body);
+      } catch (error) {
+        if (error instanceof BadFlipRequest) return sendError(response, 400, 'bad_request', error.message);
+        throw error;
+      }
+      return sendJson(response, 200, await backend.flip(flip));
+    }
+    if (method !== 'GET') return sendError(response, 405, 'method_not_allowed', `${method} ${path}`);
+    if (path === '/' || path === '/index.html') {
+      return send(
+        response,
+        200,
+        'text/html',
+        page.replace('{{ADMIN_TOKEN}}', escapeHtml(backend.adminToken)),
+      );
+    }
+    if (path === '/api/state') {
+      const snapshot = backend.snapshot();
+      return snapshot
+        ? sendJson(response, 200, snapshot)
+        : sendError(response, 503, 'starting', 'the first poll of the cluster has not finished');
+    }
+    const file = FILES[path];
+    if (file) return send(response, 200, file.type, await readFile(file.path, 'utf8'));
+    return sendError(response, 404, 'not_found', `nothing at ${path}`);
+  };
+
+  const server = createServer((request, response) => {
+    handle(request, response).catch((error: Error) => {
+      if (!response.headersSent) sendError(response, 500, 'internal', error.message);
+      else response.destroy();
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, host, () => resolve());
+  });
+  port = (server.address() as AddressInfo).port;
+  return {
+    url: `http://${host}:${port}`,
+    server,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
