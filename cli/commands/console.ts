@@ -1,0 +1,81 @@
+/**
+ * `workbench console [--port P]`: the console page of the local cluster in the working directory
+ * (.workbench/cluster.json), served on 127.0.0.1 until SIGTERM/SIGINT. Prints its URL. The cluster is read
+ * once at start: after a new `workbench up`, start the console again.
+ */
+import { userInfo } from 'node:os';
+import { Redis } from 'ioredis';
+import { createPool } from '../../broker/db/pool.js';
+import { fileFlagsAccess } from '../../flags/access.js';
+import { parse, UsageError } from '../args.js';
+import { readCluster } from '../cluster/local.js';
+import { flipFlag } from '../console/flag-flip.js';
+import { startConsoleServer } from '../console/server.js';
+import { ClusterWatcher } from '../console/snapshot.js';
+
+export const DEFAULT_CONSOLE_PORT = 8090;
+
+function portNumber(value: string | undefined): number {
+  if (value === undefined) return DEFAULT_CONSOLE_PORT;
+  if (!/^\d+$/.test(value) || Number(value) > 65535)
+    throw new UsageError('--port must be a port number (0-65535; 0 picks a free one)');
+  return Number(value);
+}
+
+export async function consoleCommand(argv: string[]): Promise<number> {
+  const { values, positionals } = parse(argv, { port: { type: 'string' } });
+  if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
+  const port = portNumber(values.port);
+  const cluster = readCluster();
+  if (!cluster)
+    throw new Error('no local cluster here (.workbench/cluster.json): start one with "workbench up"');
+
+  const pool = createPool(cluster.databaseUrl, { max: 3, applicationName: 'workbench-console' });
+  const redis = new Redis(cluster.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
+  redis.on('error', () => {}); // a flip still changes the file; the nodes' poll picks it up
+  // The local cluster always uses the file provider (its copy of the preset in .workbench/flags/).
+  const flags = fileFlagsAccess(cluster.flagsDir, cluster.flagsEnv);
+  const watcher = new ClusterWatcher(cluster, pool, flags);
+  const actor = `console:${process.env.WORKBENCH_ACTOR ?? userInfo().username}`;
+
+  let server: Awaited<ReturnType<typeof startConsoleServer>>;
+  try {
+    await watcher.start();
+    server = await startConsoleServer(
+      {
+        adminToken: cluster.adminToken,
+        snapshot: () => watcher.snapshot(),
+        flip: async (request) => {
+          const outcome = await flipFlag(
+            { pool, redis, redisKeyPrefix: cluster.redisKeyPrefix, flags, environment: cluster.flagsEnv },
+            request,
+            actor,
+          );
+          const show = (on: boolean) => (on ? 'on' : 'off');
+          console.log(
+            `console: ${request.flag} ${show(outcome.previous)} → ${show(request.value)} by ${actor}${outcome.audited ? ', audited' : ''}`,
+          );
+          await watcher.refresh();
+          return outcome;
+        },
+      },
+      { port },
+    );
+  } catch (error) {
+    await watcher.stop();
+    redis.disconnect();
+    await pool.end();
+    throw error;
+  }
+  console.log(`console: ${server.url}/ (peer page: ${server.url}/peer) for the ${cluster.flagsEnv} cluster`);
+
+  await new Promise<void>((resolve) => {
+    process.once('SIGTERM', resolve);
+    process.once('SIGINT', resolve);
+  });
+  await server.close();
+  await watcher.stop();
+  redis.disconnect();
+  await pool.end();
+  return 0;
+}
