@@ -8,6 +8,7 @@ import { UsageError } from './args.js';
 import { auditCommand } from './commands/audit.js';
 import { brokerCommand } from './commands/broker.js';
 import { downCommand, nodeCommand, upCommand } from './commands/cluster.js';
+import { consoleCommand } from './commands/console.js';
 import { flagsCommand } from './commands/flags.js';
 import { loadCommand } from './commands/load.js';
 import { meshCommand } from './commands/mesh.js';
@@ -28,6 +29,7 @@ commands:
                                   health, smoke, flip to phase N's flags, smoke again; roll back on failure
   rollback --env E                back to the phase before the last promotion
   status [--env E] [--json]       nodes, flags, ownership, audit chains; exit 1 if unhealthy
+  console [--port P]              the local cluster's console page on 127.0.0.1 (default port 8090)
   smoke --phase N [--env E] [--expectations FILE] [--only CHECK,CHECK]
                                   run the smoke checks; exit 1 if an expectation is not met
       --env E: environments/E.json in the working directory, else the local cluster (whose
@@ -64,6 +66,7 @@ const commands: Record<string, (argv: string[]) => Promise<number | undefined>> 
   down: downCommand,
   node: nodeCommand,
   load: loadCommand,
+  console: consoleCommand,
 };
 
 async function main(argv: string[]): Promise<number> {
