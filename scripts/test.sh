@@ -9,6 +9,7 @@ bash scripts/setup.sh
 bash scripts/require-services.sh
 bash scripts/require-haproxy.sh
 bash scripts/require-prometheus.sh
+bash scripts/require-chromium.sh
 
 echo "test: lint and format (biome)"
 npx biome check .

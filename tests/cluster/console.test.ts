@@ -1,0 +1,313 @@
+/**
+ * The console page and the browser peer, in headless Chromium (Debian's, /usr/bin/chromium, driven by
+ * playwright-core) against a real phase-3 local cluster (`workbench up`, HAProxy in front).
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type Browser, chromium, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { packageRoot } from '../../broker/paths.js';
+import type { ClusterFile } from '../../cli/cluster/local.js';
+import { generateMemberKeys } from '../../client/keys.js';
+import { runWorkbench, WORKBENCH } from '../helpers/cli.js';
+import { FAST_CLUSTER } from '../helpers/cluster.js';
+import { closeAllClients, connectPeer } from '../helpers/mesh.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { waitFor } from '../helpers/wait.js';
+
+const ARTIFACTS = join(packageRoot(), 'test-artifacts');
+
+let db: TestDatabase;
+let cwd: string;
+let cluster: ClusterFile;
+let consoleProcess: ChildProcess | undefined;
+let consoleUrl: string;
+let browser: Browser;
+let page: Page;
+const pageErrors: string[] = [];
+
+/** `workbench console --port 0` in the cluster's folder; resolves with the URL it prints. */
+function startConsole(): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [WORKBENCH, 'console', '--port', '0'], {
+      cwd,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    consoleProcess = child;
+    let output = '';
+    const onData = (chunk: Buffer) => {
+      output += chunk;
+      const url = output.match(/console: (http:\/\/127\.0\.0\.1:\d+)\//)?.[1];
+      if (url) resolve(url);
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.on('exit', (code) => reject(new Error(`workbench console exited (${code}):\n${output}`)));
+  });
+}
+
+beforeAll(async () => {
+  db = await createTestDatabase('console');
+  cwd = mkdtempSync(join(tmpdir(), 'wb-console-'));
+  // A larger send burst: the browser-peer test sends a few messages in a row from one member.
+  const up = await runWorkbench(
+    ['up', '--phase', '3', '--port', '0', '--database-url', db.url],
+    { ...FAST_CLUSTER, SEND_BURST: '100' },
+    cwd,
+  );
+  expect(up.code, up.stderr).toBe(0);
+  cluster = JSON.parse(readFileSync(join(cwd, '.workbench', 'cluster.json'), 'utf8')) as ClusterFile;
+  consoleUrl = await startConsole();
+  browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+  });
+  page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+  page.on('pageerror', (error) => pageErrors.push(error.message));
+}, 90_000);
+
+afterAll(async () => {
+  closeAllClients();
+  await browser?.close();
+  if (consoleProcess && consoleProcess.exitCode === null) {
+    const exited = new Promise((resolve) => consoleProcess!.once('exit', resolve));
+    consoleProcess.kill('SIGTERM');
+    await exited;
+  }
+  if (cwd) {
+    await runWorkbench(['down'], {}, cwd);
+    rmSync(cwd, { recursive: true, force: true });
+  }
+  await db?.drop();
+}, 60_000);
+
+const nodeRow = (id: string, health: 'up' | 'down') =>
+  `[data-testid="nodes"] tr[data-node="${id}"][data-health="${health}"]`;
+
+async function actingOnEveryNode(flag: string, value: boolean): Promise<boolean> {
+  const reports = await Promise.all(
+    cluster.nodes.map(async (node) => {
+      const report = (await (await fetch(`${node.url}/flags`)).json()) as {
+        flags: Record<string, { acting: boolean }>;
+      };
+      return report.flags[flag]?.acting;
+    }),
+  );
+  return reports.every((acting) => acting === value);
+}
+
+describe('workbench console (headless Chromium)', () => {
+  it('shows the phase, every node up with its background work, the flags per node, ownership and chains', async () => {
+    await page.goto(`${consoleUrl}/`);
+    for (const node of cluster.nodes) await page.waitForSelector(nodeRow(node.id, 'up'), { timeout: 10_000 });
+    expect(await page.textContent('[data-testid="phase"]')).toBe('3');
+    const rows = await page.$$eval('[data-testid="nodes"] tr', (trs) =>
+      trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)),
+    );
+    expect(rows.map((r) => r[0])).toEqual(cluster.nodes.map((n) => n.id));
+    for (const row of rows) expect(row[2]).toMatch(/^(active|standby)$/);
+    // Every phase-3 flag is on in the file and acted on by every node: no row disagrees.
+    await page.waitForSelector('[data-testid="flags"] tr[data-flag="ha.clock"]');
+    expect(await page.$$('[data-testid="flags"] tr.disagree')).toHaveLength(0);
+    expect(await page.textContent('[data-testid="chains"]')).toMatch(/^\d+ intact, 0 broken$/);
+    expect(await page.textContent('[data-testid="ownership"]')).toContain('clock leaders');
+    expect(pageErrors).toEqual([]);
+  });
+
+  it('a killed node shows as down within 5 s, and up again after it is started', async () => {
+    const killedAt = Date.now(); // before the command: its own start-up counts against the console
+    const kill = await runWorkbench(['node', 'kill', 'broker-2'], {}, cwd);
+    expect(kill.code, kill.stderr).toBe(0);
+    await page.waitForSelector(nodeRow('broker-2', 'down'), { timeout: 10_000 });
+    const shownDownMs = Date.now() - killedAt;
+    console.log(`console: broker-2 shown down ${shownDownMs} ms after the kill`);
+    expect(shownDownMs).toBeLessThanOrEqual(5000);
+    for (const id of ['broker-1', 'broker-3']) expect(await page.$(nodeRow(id, 'up'))).not.toBeNull();
+
+    const start = await runWorkbench(['node', 'start', 'broker-2'], FAST_CLUSTER, cwd);
+    expect(start.code, start.stderr).toBe(0);
+    await page.waitForSelector(nodeRow('broker-2', 'up'), { timeout: 10_000 });
+  }, 60_000);
+
+  it('flipping a flag from the page converges on every node, is shown and audited; a bad flip changes nothing', async () => {
+    const flag = 'ha.watches';
+    const flagsFile = join(cluster.flagsDir, `${cluster.flagsEnv}.json`);
+    await page.waitForSelector(`[data-testid="flags"] tr[data-flag="${flag}"][data-desired="true"]`);
+    const clickedAt = Date.now();
+    await page.click(`[data-testid="flip-${flag}"]`);
+    await waitFor(() => actingOnEveryNode(flag, false), {
+      timeoutMs: 10_000,
+      what: `${flag} off everywhere`,
+    });
+    const convergedMs = Date.now() - clickedAt;
+    console.log(`console: ${flag} off on every node ${convergedMs} ms after the click`);
+    // The page shows it: the file's value and every node's cell, and no disagreement once converged.
+    await waitFor(
+      async () => {
+        const row = `[data-testid="flags"] tr[data-flag="${flag}"]`;
+        const cells = await page.$$eval(`${row} td[data-node]`, (tds) => tds.map((td) => td.textContent));
+        const desired = await page.getAttribute(row, 'data-desired');
+        return desired === 'false' && cells.length === 3 && cells.every((c) => c === 'off');
+      },
+      { timeoutMs: 10_000, what: `the page showing ${flag} off on every node` },
+    );
+    expect(await page.textContent('[data-testid="flip-result"]')).toMatch(
+      /^ha\.watches: on → off; .*; pushed to 3 node\(s\)$/,
+    );
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: join(ARTIFACTS, 'console.png'), fullPage: true });
+
+    // Refused requests: nothing written.
+    const before = readFileSync(flagsFile, 'utf8');
+    const token = await page.getAttribute('meta[name="admin-token"]', 'content');
+    const post = (body: string, auth = `Bearer ${token}`) =>
+      fetch(`${consoleUrl}/api/flags`, {
+        method: 'POST',
+        headers: { authorization: auth, 'content-type': 'application/json' },
+        body,
+      });
+    const unknown = await post('{"flag":"ha.watchez","value":true}');
+    expect(unknown.status).toBe(400);
+    expect(((await unknown.json()) as { message: string }).message).toContain('unknown flag "ha.watchez"');
+    const badValue = await post('{"flag":"ha.watches","value":"on"}');
+    expect(badValue.status).toBe(400);
+    expect(((await badValue.json()) as { message: string }).message).toContain('must be true or false');
+    expect((await post('{"flag":"ha.watches","value":true}', 'Bearer wrong')).status).toBe(401);
+    expect(readFileSync(flagsFile, 'utf8')).toBe(before);
+
+    // And back on, from the page again.
+    await page.click(`[data-testid="flip-${flag}"]`);
+    await waitFor(() => actingOnEveryNode(flag, true), { timeoutMs: 10_000, what: `${flag} on everywhere` });
+    // Audited by the console. (The first flip may not be: a fresh cluster has no recorded flag values, and
+    // recordFlagChange takes an unrecorded flag for its default, off.)
+    await waitFor(
+      async () => (await page.textContent('[data-testid="flip-result"]'))?.startsWith('ha.watches: off → on'),
+      { what: 'the second flip shown' },
+    );
+    expect(await page.textContent('[data-testid="flip-result"]')).toContain('; audited;');
+    const audited = await db.query<{ actor: string; payload: { flag: string; to: boolean } }>(
+      "SELECT actor, payload FROM audit_log WHERE event_type = 'flag.changed' ORDER BY id DESC LIMIT 1",
+    );
+    expect(audited.rows[0]?.actor).toMatch(/^console:/);
+    expect(audited.rows[0]?.payload).toMatchObject({ flag, to: true });
+    expect(pageErrors).toEqual([]);
+  }, 60_000);
+});
+
+describe('workbench console: bad calls', () => {
+  it('a bad port is a usage error (2); no cluster here is a failure (1); a foreign Host header is refused', async () => {
+    const badPort = await runWorkbench(['console', '--port', 'http'], {}, cwd);
+    expect(badPort.code).toBe(2);
+    expect(badPort.stderr).toContain('--port must be a port number');
+    const empty = mkdtempSync(join(tmpdir(), 'wb-console-empty-'));
+    try {
+      const none = await runWorkbench(['console', '--port', '0'], {}, empty);
+      expect(none.code).toBe(1);
+      expect(none.stderr).toContain('no local cluster here');
+    } finally {
+      rmSync(empty, { recursive: true, force: true });
+    }
+    // DNS rebinding: a page of another name resolved to 127.0.0.1 must not read the token.
+    const status = await new Promise<number | undefined>((resolve, reject) => {
+      const url = new URL(consoleUrl);
+      request(
+        { host: url.hostname, port: url.port, path: '/', headers: { host: 'evil.example:80' } },
+        (response) => {
+          response.resume();
+          resolve(response.statusCode);
+        },
+      )
+        .on('error', reject)
+        .end();
+    });
+    expect(status).toBe(421);
+  });
+});
+
+describe('a browser peer through the load balancer (the SDK in Chromium)', () => {
+  it('receives messages from a Node peer, and every one sent while its node is killed after reconnecting', async () => {
+    const call = async (path: string, body: unknown) => {
+      const response = await fetch(`${cluster.lb.url}${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${cluster.adminToken}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      expect(response.ok, `${path}: ${response.status}`).toBe(true);
+      return (await response.json()) as Record<string, string>;
+    };
+    const { meshId } = await call('/admin/meshes', { name: `browser-peer-${Date.now()}` });
+    const [browserMember, nodeMember] = [generateMemberKeys(), generateMemberKeys()];
+    for (const member of [browserMember, nodeMember])
+      await call(`/admin/meshes/${meshId}/members`, { pubkey: member.pubkey });
+
+    const peerPage = await browser.newPage();
+    peerPage.on('pageerror', (error) => pageErrors.push(error.message));
+    const query = new URLSearchParams({ meshId: meshId!, ...browserMember });
+    await peerPage.goto(`${consoleUrl}/peer?${query}`);
+    await waitFor(async () => (await peerPage.textContent('[data-testid="status"]')) === 'connected', {
+      timeoutMs: 15_000,
+      what: 'the browser peer connected',
+    });
+    const firstNode = (await peerPage.textContent('[data-testid="node"]'))!;
+    expect(cluster.nodes.map((n) => n.id)).toContain(firstNode);
+
+    // The sender talks to the other nodes directly, so killing the browser's node leaves it connected.
+    const others = cluster.nodes.filter((n) => n.id !== firstNode);
+    const sender = await connectPeer(
+      others.map((n) => `${n.url.replace(/^http/, 'ws')}/ws`),
+      { meshId: meshId!, members: [browserMember, nodeMember] },
+      nodeMember,
+    );
+    const count = () => peerPage.textContent('[data-testid="count"]').then(Number);
+    for (let i = 1; i <= 5; i++) await sender.send(browserMember.pubkey, `before ${i}`);
+    await waitFor(async () => (await count()) === 5, { timeoutMs: 10_000, what: 'the first 5 messages' });
+
+    const kill = await runWorkbench(['node', 'kill', firstNode], {}, cwd);
+    expect(kill.code, kill.stderr).toBe(0);
+    const killedAt = Date.now();
+    for (let i = 1; i <= 10; i++) await sender.send(browserMember.pubkey, `during ${i}`);
+    const secondNode = await waitFor(
+      async () => {
+        const node = await peerPage.textContent('[data-testid="node"]');
+        const status = await peerPage.textContent('[data-testid="status"]');
+        return status === 'connected' && node !== firstNode ? node : undefined;
+      },
+      { timeoutMs: 15_000, what: 'the browser peer welcomed by another node' },
+    );
+    console.log(
+      `browser peer: back on ${secondNode} ${Date.now() - killedAt} ms after ${firstNode} was killed`,
+    );
+    await waitFor(async () => (await count()) === 15, { timeoutMs: 15_000, what: 'all 15 messages' });
+    await new Promise((resolve) => setTimeout(resolve, 500)); // a late duplicate would show by now
+    const bodies = await peerPage.$$eval('[data-testid="messages"] li', (items) =>
+      items.map((li) => li.textContent),
+    );
+    expect(bodies.sort()).toEqual(
+      [
+        ...Array.from({ length: 5 }, (_, i) => `before ${i + 1}`),
+        ...Array.from({ length: 10 }, (_, i) => `during ${i + 1}`),
+      ].sort(),
+    );
+    expect(Number(await peerPage.textContent('[data-testid="welcomes"]'))).toBeGreaterThanOrEqual(2);
+
+    // The console shows live message rates while the sender keeps going (a message every 100 ms).
+    const sending = (async () => {
+      for (let i = 1; i <= 20; i++) {
+        await sender.send(browserMember.pubkey, `rate ${i}`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    })();
+    await waitFor(async () => Number(await page.textContent('[data-testid="rate-accepted"]')) > 0, {
+      timeoutMs: 5000,
+      what: 'a message rate on the console',
+    });
+    await page.screenshot({ path: join(ARTIFACTS, 'console-rates.png'), fullPage: true });
+    await peerPage.screenshot({ path: join(ARTIFACTS, 'browser-peer.png'), fullPage: true });
+    await sending;
+    expect(pageErrors).toEqual([]);
+    await peerPage.close();
+  }, 90_000);
+});
