@@ -10,9 +10,21 @@ bash scripts/require-haproxy.sh
 
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/meshbroker}"
 node dist/cli/main.js up --phase "${PHASE:-3}" --port "${PORT:-8080}"
-# From here on, whatever ends this script (Ctrl-C, a failure) stops the cluster it started.
+# From here on, whatever ends this script (Ctrl-C, a failure) stops the console and the cluster it started.
 sleeper=""
-trap 'trap - EXIT; [ -n "$sleeper" ] && kill "$sleeper" 2>/dev/null; node dist/cli/main.js down; exit 0' INT TERM EXIT
+console_pid=""
+trap 'trap - EXIT; [ -n "$sleeper" ] && kill "$sleeper" 2>/dev/null; [ -n "$console_pid" ] && kill "$console_pid" 2>/dev/null && wait "$console_pid" 2>/dev/null; node dist/cli/main.js down; exit 0' INT TERM EXIT
+
+# The console page (docs/console.md) in the background, logging to .workbench/logs/console.log, where
+# it writes its URL once it has polled the cluster (CONSOLE_PORT=0 picks a free port).
+node dist/cli/main.js console --port "${CONSOLE_PORT:-8090}" > .workbench/logs/console.log 2>&1 &
+console_pid=$!
+console_url=""
+for _ in $(seq 50); do
+  console_url="$(sed -n 's/^console: \(http[^ ]*\).*/\1/p' .workbench/logs/console.log)"
+  [ -n "$console_url" ] || ! kill -0 "$console_pid" 2>/dev/null && break
+  sleep 0.2
+done
 
 if [ ! -s .workbench/demo-mesh.json ]; then
   node dist/cli/main.js mesh create "demo-$(date +%s)" --members 2 --out .workbench/demo-mesh.json
@@ -21,6 +33,7 @@ fi
 cat <<INFO
   demo mesh       .workbench/demo-mesh.json (meshId and two members' keys)
   flags           npx workbench flags list --env phase${PHASE:-3}
+  console         ${console_url:-not running, see .workbench/logs/console.log} (nodes, flags, ownership, rates; /peer: a browser peer)
 
   Ctrl-C stops the cluster (the brokers drain, then the load balancer).
 INFO
