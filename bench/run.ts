@@ -1,10 +1,103 @@
 /**
- * `npm run bench [-- --quick]`: runs the benchmarks and prints their figures as JSON lines. `--quick`
- * (what CI runs) keeps each scenario to a few seconds, only to prove the scenarios still work.
+ * `npm run bench [-- --quick] [-- --only a,b]`: runs the benchmarks and prints their figures as JSON lines.
+ * Full: each scenario measured 5 times (medians reported) and PNG plots of the latency distributions in
+ * bench/plots/. `--quick` (what CI runs) keeps each scenario to one short run, only to prove the scenarios
+ * still work. Every process a scenario starts is SIGKILLed at the end, on failure too.
+ * Scenarios: fanout (a), dms (b), audit (c), failover (d), idle (e).
  */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { packageRoot } from '../broker/paths.js';
 import { benchAuditAppends } from './audit-appends.js';
+import { benchDms } from './dms.js';
+import { benchFailover } from './failover.js';
+import { benchFanout } from './fanout.js';
+import { benchIdle } from './idle.js';
+import { plotCdf } from './lib/plot.js';
+import { killAll } from './lib/processes.js';
 
 const quick = process.argv.includes('--quick');
+const onlyIndex = process.argv.indexOf('--only');
+const only = onlyIndex > 0 ? new Set(process.argv[onlyIndex + 1]?.split(',')) : undefined;
+const wanted = (name: string) => !only || only.has(name);
+const runs = quick ? 1 : 5;
+const plots = join(packageRoot(), 'bench', 'plots');
+const emit = (scenario: string, result: object) =>
+  console.log(JSON.stringify({ scenario, quick, ...result }));
+/** Latency arrays are for the plots; the JSON lines carry the figures only. */
+const withoutLatencies = <T extends { latencies?: unknown }>({ latencies: _, ...rest }: T) => rest;
 
-const results = await benchAuditAppends({ runs: quick ? 1 : 5, entries: quick ? 500 : 10_000 });
-for (const result of results) console.log(JSON.stringify({ scenario: 'audit-appends', ...result }));
+process.on('SIGINT', () => void killAll().then(() => process.exit(130)));
+process.on('SIGTERM', () => void killAll().then(() => process.exit(143)));
+
+let failed = false;
+async function scenario(name: string, body: () => Promise<void>) {
+  if (!wanted(name)) return;
+  const started = Date.now();
+  try {
+    await body();
+  } catch (error) {
+    failed = true;
+    emit(name, { error: (error as Error).message });
+  } finally {
+    await killAll();
+    console.error(`bench: ${name} took ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  }
+}
+
+if (!quick) mkdirSync(plots, { recursive: true });
+
+await scenario('fanout', async () => {
+  const results = await benchFanout({
+    runs,
+    durationMs: quick ? 1000 : 3000,
+    warmupMs: quick ? 300 : 500,
+    publishers: 2,
+    subscribers: 20,
+    payloadBytes: 256,
+    window: 64,
+  });
+  const ours = results.find((r) => r.system === 'ours')!;
+  for (const result of results)
+    emit('fanout', {
+      ...withoutLatencies(result),
+      ratioOursToThis:
+        Math.round((ours.medianDeliveriesPerSecond / result.medianDeliveriesPerSecond) * 100) / 100,
+    });
+  if (!quick)
+    plotCdf(join(plots, 'fanout-latency.png'), [
+      { colour: 'blue', values: ours.latencies },
+      { colour: 'orange', values: results.find((r) => r.system === 'socket.io')!.latencies },
+      { colour: 'green', values: results.find((r) => r.system === 'raw-relay')!.latencies },
+    ]);
+});
+
+await scenario('dms', async () => {
+  const result = await benchDms({
+    runs,
+    durationMs: quick ? 1000 : 3000,
+    warmupMs: quick ? 300 : 500,
+    pairs: 8,
+    window: 16,
+  });
+  emit('dms', withoutLatencies(result));
+  if (!quick) plotCdf(join(plots, 'dm-latency.png'), [{ colour: 'blue', values: result.latencies }]);
+});
+
+await scenario('audit', async () => {
+  const results = await benchAuditAppends({ runs, entries: quick ? 500 : 10_000 });
+  for (const result of results) emit('audit-appends', result);
+});
+
+await scenario('failover', async () => {
+  const result = await benchFailover({ runs, peers: quick ? 20 : 100 });
+  emit('failover', withoutLatencies(result));
+  if (!quick)
+    plotCdf(join(plots, 'reconnect-after-kill.png'), [{ colour: 'blue', values: result.latencies }]);
+});
+
+await scenario('idle', async () => {
+  emit('idle', await benchIdle({ runs, connections: quick ? 400 : 20_000 }));
+});
+
+process.exitCode = failed ? 1 : 0;
