@@ -7,7 +7,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { Pool } from '../db/pool.js';
 import type { Directory, Member } from '../identity/directory.js';
-import { hex, parseWith, uuid } from '../protocol/frames.js';
+import { hex, parseWith, storableText, uuid } from '../protocol/frames.js';
 
 export interface AdminOptions {
   adminToken: string;
@@ -17,8 +17,8 @@ export interface AdminOptions {
   onRevoked: (member: Member) => Promise<void>;
 }
 
-const meshBody = z.object({ name: z.string().min(1).max(128) });
-const memberBody = z.object({ pubkey: hex(32), name: z.string().min(1).max(128).optional() });
+const meshBody = z.object({ name: storableText(1, 128) });
+const memberBody = z.object({ pubkey: hex(32), name: storableText(1, 128).optional() });
 const meshParams = z.object({ meshId: uuid });
 const memberParams = z.object({ meshId: uuid, pubkey: hex(32) });
 

@@ -4,11 +4,11 @@ import type { RateLimits } from '../limits/rate-limits.js';
 import type { BrokerMetrics } from '../metrics.js';
 import type { Presence } from '../presence/presence.js';
 import { ProtocolError } from '../protocol/errors.js';
-import { parseWith, uuid } from '../protocol/frames.js';
+import { parseWith, storableText, uuid } from '../protocol/frames.js';
 
 const body = z.object({
   sessionId: uuid,
-  status: z.string().min(1).max(64),
+  status: storableText(1, 64),
 });
 
 /**

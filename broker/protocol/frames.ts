@@ -13,6 +13,17 @@ export const uuid = z
     message: 'must be a UUID',
   });
 export const rid = z.string().max(128).optional();
+/**
+ * Text of a bounded length that Postgres can store: no NUL, no lone surrogate. WebSocket frames are
+ * checked whole as they are parsed; HTTP bodies come through the framework's parser, so their text
+ * fields say it themselves.
+ */
+export const storableText = (min: number, max: number) =>
+  z
+    .string()
+    .min(min)
+    .max(max)
+    .refine((value) => !LONE_SURROGATE_OR_NUL.test(value), 'must be well-formed Unicode without NUL characters');
 /** A UUID field of a request, lowercased (ids are compared and used as keys in one spelling). */
 export const idField = uuid.transform((value) => value.toLowerCase());
 export const groupName = z
