@@ -10,6 +10,7 @@ import { brokerCommand } from './commands/broker.js';
 import { downCommand, nodeCommand, upCommand } from './commands/cluster.js';
 import { consoleCommand } from './commands/console.js';
 import { flagsCommand } from './commands/flags.js';
+import { fuzzCommand } from './commands/fuzz.js';
 import { loadCommand } from './commands/load.js';
 import { meshCommand } from './commands/mesh.js';
 import { migrateCommand } from './commands/migrate.js';
@@ -50,7 +51,9 @@ commands:
   load [--url URL | --nodes URL,URL] [--peers N] [--meshes M] [--dm-rate R] [--broadcast-rate R]
        [--stream-rate R] [--duration 30s] [--max-messages N] [--drain 5s] [--admin-token T] [--json]
                                   synthetic peers with a delivery checker; exit 1 if a message was
-                                  lost, duplicated or reordered`;
+                                  lost, duplicated or reordered
+  fuzz [--url URL --admin-token T] [--seed S] [--frames N] [--requests N] [--json]
+                                  seeded bad frames and HTTP requests against one node; exit 1 on a finding`;
 
 const commands: Record<string, (argv: string[]) => Promise<number | undefined>> = {
   broker: brokerCommand,
@@ -67,6 +70,7 @@ const commands: Record<string, (argv: string[]) => Promise<number | undefined>> 
   node: nodeCommand,
   load: loadCommand,
   console: consoleCommand,
+  fuzz: fuzzCommand,
 };
 
 async function main(argv: string[]): Promise<number> {

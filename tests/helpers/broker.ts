@@ -33,12 +33,19 @@ export async function startTestNode(
   return {
     ...node,
     wsUrl: `${node.url.replace(/^http/, 'ws')}/ws`,
+    admin: adminOf(node.url).admin,
+  };
+}
+
+/** The admin API of a node at `url` (in this process or not), with the test admin token. */
+export function adminOf(url: string): Pick<TestNode, 'admin'> {
+  return {
     admin(path, init = {}) {
       const token = init.token === undefined ? ADMIN_TOKEN : init.token;
       const headers: Record<string, string> = {};
       if (token !== null) headers.authorization = `Bearer ${token}`;
       if (init.body !== undefined) headers['content-type'] = 'application/json';
-      return fetch(`${node.url}${path}`, {
+      return fetch(`${url}${path}`, {
         method: init.method ?? (init.body === undefined ? 'GET' : 'POST'),
         headers,
         body: init.body === undefined ? undefined : JSON.stringify(init.body),

@@ -9,7 +9,7 @@ export interface TestMesh {
 }
 
 /** A mesh with `count` members, made through the admin API as an operator would. */
-export async function createMesh(node: TestNode, count: number): Promise<TestMesh> {
+export async function createMesh(node: Pick<TestNode, 'admin'>, count: number): Promise<TestMesh> {
   const created = await node.admin('/admin/meshes', {
     body: { name: `mesh-${randomBytes(4).toString('hex')}` },
   });
