@@ -261,7 +261,16 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
     bodyLimit: 1024 * 1024,
   });
   registerErrorHandler(app);
-  await app.register(websocket, { options: { maxPayload: config.maxFrameBytes } });
+  await app.register(websocket, {
+    options: { maxPayload: config.maxFrameBytes },
+    // A socket's errors are its peer's doing (an oversized frame, broken framing, a reset): a line at
+    // info, not an error-level log a misbehaving client could flood. ws has already sent 1009 and the
+    // like; the socket is done.
+    errorHandler: (error, socket, request) => {
+      request.log.info({ err: error }, 'websocket error');
+      socket.terminate();
+    },
+  });
   app.get('/ws', { websocket: true }, (socket, request) => gateway.accept(socket, request));
   registerHealth(app, {
     nodeId: config.nodeId,

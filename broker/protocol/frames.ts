@@ -23,7 +23,10 @@ export const storableText = (min: number, max: number) =>
     .string()
     .min(min)
     .max(max)
-    .refine((value) => !LONE_SURROGATE_OR_NUL.test(value), 'must be well-formed Unicode without NUL characters');
+    .refine(
+      (value) => !LONE_SURROGATE_OR_NUL.test(value),
+      'must be well-formed Unicode without NUL characters',
+    );
 /** A UUID field of a request, lowercased (ids are compared and used as keys in one spelling). */
 export const idField = uuid.transform((value) => value.toLowerCase());
 export const groupName = z
