@@ -20,7 +20,9 @@ const quick = process.argv.includes('--quick');
 const onlyIndex = process.argv.indexOf('--only');
 const only = onlyIndex > 0 ? new Set(process.argv[onlyIndex + 1]?.split(',')) : undefined;
 const wanted = (name: string) => !only || only.has(name);
-const runs = quick ? 1 : 5;
+const runsIndex = process.argv.indexOf('--runs');
+/** `--runs N` overrides the 5 runs of a full benchmark (e.g. one long idle-connections run). */
+const runs = runsIndex > 0 ? Math.max(1, Number(process.argv[runsIndex + 1]) || 1) : quick ? 1 : 5;
 const plots = join(packageRoot(), 'bench', 'plots');
 const emit = (scenario: string, result: object) =>
   console.log(JSON.stringify({ scenario, quick, ...result }));
