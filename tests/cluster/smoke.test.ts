@@ -93,8 +93,36 @@ describe('workbench smoke', () => {
     expect(unknown.stderr).toContain('unknown check "cross-node-dn"');
   }, 150_000);
 
+  it('phase 0 (one broker): every cross-node check is n/a, flags converge, every expectation met', async () => {
+    const cwd = await cluster(0);
+    const result = await runWorkbench(['smoke', '--phase', '0'], {}, cwd);
+    expect(result.code, result.stdout).toBe(0);
+    const byCheck = outcomes(result.stdout);
+    expect(Object.keys(byCheck)).toHaveLength(16);
+    for (const [check, outcome] of Object.entries(byCheck))
+      expect(outcome, check).toBe(check === 'flags-converged' ? 'pass' : 'n/a');
+  }, 60_000);
+
+  it.each([2, 4])(
+    'phase %i: each check meets its expectation, as the phase folder states it',
+    async (phase) => {
+      const cwd = await cluster(phase);
+      const result = await runWorkbench(['smoke', '--phase', String(phase)], {}, cwd);
+      expect(result.code, result.stdout).toBe(0);
+      const expectations = JSON.parse(
+        readFileSync(join(import.meta.dirname, '../../phases', `phase${phase}`, 'expectations.json'), 'utf8'),
+      ).checks as Record<string, { expect: string }>;
+      expect(outcomes(result.stdout)).toEqual(
+        Object.fromEntries(Object.entries(expectations).map(([check, { expect }]) => [check, expect])),
+      );
+      if (phase === 2)
+        expect(result.stdout).toMatch(/expected-fail\s+watch-survives.*shared watches close it/);
+    },
+    150_000,
+  );
+
   it('status: shows every node, their flags, ownership and chain health of the running cluster', async () => {
-    const cwd = started[started.length - 1]!.cwd; // the phase 3 cluster of the test above
+    const cwd = started.find(({ cwd }) => cwd.includes('wb-smoke-3-'))!.cwd; // the phase 3 cluster above
     const result = await runWorkbench(['status'], {}, cwd);
     expect(result.code, result.stdout + result.stderr).toBe(0);
     expect(result.stdout).toContain('phase 3 (phase3)');
@@ -109,7 +137,7 @@ describe('workbench smoke', () => {
   });
 
   it('an environment file: smoke and status reach the same cluster from elsewhere, killing nodes through its commands', async () => {
-    const clusterCwd = started[started.length - 1]!.cwd;
+    const clusterCwd = started.find(({ cwd }) => cwd.includes('wb-smoke-3-'))!.cwd;
     const cluster3 = JSON.parse(readFileSync(join(clusterCwd, '.workbench', 'cluster.json'), 'utf8'));
     const operator = mkdtempSync(join(tmpdir(), 'wb-operator-'));
     started.push({ cwd: operator, db: { drop: async () => {} } as TestDatabase });
@@ -141,6 +169,18 @@ describe('workbench smoke', () => {
       'audit-chain-intact': 'pass',
       'node-kill-reconnect': 'pass',
     });
+    // Promotion through the file: the environment is at phase 3 already; its policy blocks a move to 2.
+    const same = await runWorkbench(['promote', '--env', 'phase3', '--to', '3'], secrets, operator);
+    expect(same.code).toBe(1);
+    expect(same.stdout).toContain('blocked, nothing changed: already at phase 3');
+    const file = join(operator, 'environments', 'phase3.json');
+    writeFileSync(
+      file,
+      JSON.stringify({ ...JSON.parse(readFileSync(file, 'utf8')), requirePassedIn: 'staging' }),
+    );
+    const policy = await runWorkbench(['promote', '--env', 'phase3', '--to', '2'], secrets, operator);
+    expect(policy.code).toBe(1);
+    expect(policy.stdout).toContain('policy: phase 2 has not passed in staging yet');
     const status = await runWorkbench(['status', '--env', 'phase3'], secrets, operator);
     expect(status.code, status.stdout + status.stderr).toBe(0);
     expect(status.stdout).toMatch(/broker-1\s+ok/);
