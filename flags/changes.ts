@@ -15,6 +15,11 @@ export interface FlagChange {
   value: boolean;
   /** Who: an operator name for the CLI, `node:<id>` when a node noticed a change in its provider. */
   actor: string;
+  /**
+   * The provider's value before this change, when the caller read it: what the change is from while the
+   * environment has no recorded state yet (a fresh cluster's preset is not the registry's default).
+   */
+  previous?: boolean;
 }
 
 /**
@@ -38,7 +43,7 @@ export async function recordFlagChange(
       'SELECT value FROM flag_states WHERE environment = $1 AND flag = $2',
       [change.environment, change.flag],
     );
-    const from = known.rows[0]?.value ?? FLAGS.find((f) => f.key === change.flag)!.default;
+    const from = known.rows[0]?.value ?? change.previous ?? FLAGS.find((f) => f.key === change.flag)!.default;
     await apply();
     if (from === change.value) {
       if (!known.rows[0]) await insertState(client, change);

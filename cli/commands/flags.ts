@@ -80,8 +80,11 @@ async function set(values: Values, environment: string, args: string[]): Promise
   redis.on('error', () => {});
   try {
     const actor = values.actor ?? process.env.WORKBENCH_ACTOR ?? userInfo().username;
-    const { changed, from } = await recordFlagChange(pool, { environment, flag: key, value: on, actor }, () =>
-      provider.write(key, on),
+    const previous = (await provider.read())[key];
+    const { changed, from } = await recordFlagChange(
+      pool,
+      { environment, flag: key, value: on, actor, previous },
+      () => provider.write(key, on),
     );
     let pushed = 'not pushed (Redis unreachable; nodes pick it up at their next poll)';
     try {

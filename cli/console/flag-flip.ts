@@ -44,8 +44,7 @@ export interface FlipOutcome {
   value: boolean;
   /** The file's value before the flip. */
   previous: boolean;
-  /** An audit event was written. recordFlagChange compares with the last recorded value (flag_states), not
-   * the file: a preset value nobody recorded yet (a fresh `workbench up`) counts as the flag's default. */
+  /** An audit event was written (once per change: not when the flag already had the value). */
   audited: boolean;
   /** Nodes subscribed to the push; undefined when Redis did not answer (the nodes' poll catches up). */
   pushedTo?: number;
@@ -60,7 +59,7 @@ export async function flipFlag(
   const previous = (await deps.flags.read())[flag];
   const { changed } = await recordFlagChange(
     deps.pool,
-    { environment: deps.environment, flag, value, actor },
+    { environment: deps.environment, flag, value, actor, previous },
     () => deps.flags.write(flag, value),
   );
   let pushedTo: number | undefined;

@@ -76,9 +76,14 @@ async function applyPreset(
   const current = await environment.flags.read();
   for (const flag of FLAG_KEYS) {
     if (current[flag] === values[flag]) continue;
-    await recordFlagChange(pool, { environment: environment.name, flag, value: values[flag], actor }, () =>
-      environment.flags.write(flag, values[flag]),
-    );
+    const change = {
+      environment: environment.name,
+      flag,
+      value: values[flag],
+      actor,
+      previous: current[flag],
+    };
+    await recordFlagChange(pool, change, () => environment.flags.write(flag, values[flag]));
   }
   if (environment.push) {
     const redis = new Redis(environment.push.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });

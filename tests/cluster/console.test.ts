@@ -181,8 +181,8 @@ describe('workbench console (headless Chromium)', () => {
     // And back on, from the page again.
     await page.click(`[data-testid="flip-${flag}"]`);
     await waitFor(() => actingOnEveryNode(flag, true), { timeoutMs: 10_000, what: `${flag} on everywhere` });
-    // Audited by the console. (The first flip may not be: a fresh cluster has no recorded flag values, and
-    // recordFlagChange takes an unrecorded flag for its default, off.)
+    // Both flips audited by the console: the first one too, though a fresh cluster has no recorded flag
+    // values yet (the change is from the file's value, not from the registry's default).
     await waitFor(
       async () => (await page.textContent('[data-testid="flip-result"]'))?.startsWith('ha.watches: off → on'),
       { what: 'the second flip shown' },
@@ -193,6 +193,13 @@ describe('workbench console (headless Chromium)', () => {
     );
     expect(audited.rows[0]?.actor).toMatch(/^console:/);
     expect(audited.rows[0]?.payload).toMatchObject({ flag, to: true });
+    const flips = await db.query<{ payload: { from: boolean; to: boolean } }>(
+      "SELECT payload FROM audit_log WHERE event_type = 'flag.changed' AND actor LIKE 'console:%' ORDER BY id",
+    );
+    expect(flips.rows.map((r) => [r.payload.from, r.payload.to])).toEqual([
+      [true, false],
+      [false, true],
+    ]);
     expect(pageErrors).toEqual([]);
   }, 60_000);
 });

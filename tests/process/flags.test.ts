@@ -126,6 +126,20 @@ describe('flags over three node processes (file provider)', () => {
     expect(verify.code).toBe(0);
   });
 
+  it('audits the first change of an environment whose values were never recorded, from the file value', async () => {
+    // A fresh environment starting from a preset with ha.audit on: no flag_states row yet.
+    writeFileSync(join(dir, 'fresh.json'), renderFlagsDocument({ ...defaultFlagValues(), 'ha.audit': true }));
+    const off = await runWorkbench(['flags', 'set', 'ha.audit', 'off', '--env', 'fresh'], cliEnv);
+    expect(off.code, off.stderr).toBe(0);
+    expect(off.stdout).toContain('ha.audit: on → off in fresh');
+    const events = await db.query(
+      `SELECT payload FROM audit_log WHERE payload->>'environment' = 'fresh' AND event_type = 'flag.changed'`,
+    );
+    expect(events.rows).toEqual([
+      { payload: { environment: 'fresh', flag: 'ha.audit', from: true, to: false } },
+    ]);
+  });
+
   it('lists the desired value and each node, and flags a disagreement', async () => {
     await flipAndMeasure('ha.audit', true);
     const listed = await runWorkbench(['flags', 'list', '--env', ENV], cliEnv);
@@ -168,7 +182,9 @@ describe('flags over three node processes (file provider)', () => {
     );
     const events = await waitFor(async () => {
       const r = await db.query(
-        `SELECT actor FROM audit_log WHERE payload->>'flag' = 'ha.audit' AND payload->>'to' = 'false'`,
+        `SELECT actor FROM audit_log WHERE payload->>'flag' = 'ha.audit' AND payload->>'to' = 'false'
+          AND payload->>'environment' = $1`,
+        [ENV],
       );
       return r.rows.length > 0 ? r.rows : undefined;
     });
