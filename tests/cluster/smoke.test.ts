@@ -63,6 +63,7 @@ describe('workbench smoke', () => {
     expect(result.stdout).toContain('every expectation met');
     const cluster1 = JSON.parse(readFileSync(join(cwd, '.workbench', 'cluster.json'), 'utf8'));
     for (const node of cluster1.nodes) expect((await fetch(`${node.url}/health`)).status).toBe(200);
+    await runWorkbench(['down'], {}, cwd); // done with it: fewer processes for the tests that follow
   }, 150_000);
 
   it('phase 3: every check passes; judged by phase 1 expectations, the closed gaps are reported and the run fails', async () => {
@@ -101,6 +102,7 @@ describe('workbench smoke', () => {
     expect(Object.keys(byCheck)).toHaveLength(16);
     for (const [check, outcome] of Object.entries(byCheck))
       expect(outcome, check).toBe(check === 'flags-converged' ? 'pass' : 'n/a');
+    await runWorkbench(['down'], {}, cwd);
   }, 60_000);
 
   it.each([2, 4])(
@@ -117,6 +119,7 @@ describe('workbench smoke', () => {
       );
       if (phase === 2)
         expect(result.stdout).toMatch(/expected-fail\s+watch-survives.*shared watches close it/);
+      await runWorkbench(['down'], {}, cwd);
     },
     150_000,
   );
