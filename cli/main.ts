@@ -7,6 +7,7 @@ import { ConfigError } from '../broker/config.js';
 import { UsageError } from './args.js';
 import { auditCommand } from './commands/audit.js';
 import { brokerCommand } from './commands/broker.js';
+import { chaosCommand } from './commands/chaos.js';
 import { downCommand, nodeCommand, upCommand } from './commands/cluster.js';
 import { consoleCommand } from './commands/console.js';
 import { flagsCommand } from './commands/flags.js';
@@ -53,7 +54,10 @@ commands:
                                   synthetic peers with a delivery checker; exit 1 if a message was
                                   lost, duplicated or reordered
   fuzz [--url URL --admin-token T] [--seed S] [--frames N] [--requests N] [--json]
-                                  seeded bad frames and HTTP requests against one node; exit 1 on a finding`;
+                                  seeded bad frames and HTTP requests against one node; exit 1 on a finding
+  chaos --seed S [--duration 120s] [--faults N] [--json] [--keep]
+                                  a throw-away cluster under load hit by seeded faults; exit 1 if a
+                                  message was lost or duplicated, a chain broke, a schedule or tick repeated`;
 
 const commands: Record<string, (argv: string[]) => Promise<number | undefined>> = {
   broker: brokerCommand,
@@ -71,6 +75,7 @@ const commands: Record<string, (argv: string[]) => Promise<number | undefined>> 
   load: loadCommand,
   console: consoleCommand,
   fuzz: fuzzCommand,
+  chaos: chaosCommand,
 };
 
 async function main(argv: string[]): Promise<number> {

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { FAST_CLUSTER } from '../../cli/cluster/fast-timings.js';
 import { generateMemberKeys } from '../../client/keys.js';
 import { renderFlagsDocument } from '../../flags/document.js';
 import { defaultFlagValues, type FlagKey } from '../../flags/registry.js';
@@ -9,6 +10,9 @@ import { ADMIN_TOKEN } from './broker.js';
 import { type NodeProcess, spawnBrokerProcess } from './cli.js';
 import type { TestMesh } from './mesh.js';
 import { waitFor } from './wait.js';
+
+/** Shared with `workbench chaos` (cli/cluster/fast-timings.ts). */
+export { FAST_CLUSTER };
 
 /** The rows HA part 1 (issue 5) made shareable: the flags the part-1 cluster tests turn on and off. */
 export const HA_PART1_FLAGS: FlagKey[] = [
@@ -20,16 +24,6 @@ export const HA_PART1_FLAGS: FlagKey[] = [
   'ha.mcp',
   'ha.clock',
 ];
-
-/** Timings that make cluster behaviour observable in seconds, not minutes. */
-export const FAST_CLUSTER = {
-  HEARTBEAT_MS: '500',
-  PRESENCE_GRACE_MS: '1000',
-  NODE_DEAD_MS: '1500',
-  SWEEP_MS: '300',
-  SWEEP_MIN_AGE_MS: '200',
-  FLAGS_POLL_MS: '500',
-};
 
 /**
  * Broker processes sharing one database and one Redis prefix (one cluster), each in a flags environment

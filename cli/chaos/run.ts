@@ -1,0 +1,258 @@
+/**
+ * One chaos run: throw-away Postgres and Redis, a phase 3 cluster (every HA flag on) in a temp folder
+ * with the fast timings, the workloads, the seeded faults at their times, a bounded drain, the verdict.
+ * Everything it started is stopped and deleted at the end, whatever happened (Ctrl-C included), unless
+ * `keep`, which leaves it all running for a look at `.workbench/logs`.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { createPool, type Pool } from '../../broker/db/pool.js';
+import { fileFlagsAccess } from '../../flags/access.js';
+import { recordFlagChange } from '../../flags/changes.js';
+import { publishRefresh } from '../../flags/refresh-bus.js';
+import { type FlagKey, isFlagKey } from '../../flags/registry.js';
+import { FAST_CLUSTER } from '../cluster/fast-timings.js';
+import { type ClusterFile, down, startNode, stopNode, up } from '../cluster/local.js';
+import { DeliveryChecker } from '../load/checker.js';
+import { buildReport, type LoadReport } from '../load/report.js';
+import { normalizeUrl } from '../load/target.js';
+import { describeFault, type Fault, type FaultTargets, inflict, planFaults } from './faults.js';
+import { ThrowawayPostgres, ThrowawayRedis } from './services.js';
+import { sleep } from './sleep.js';
+import {
+  auditProperty,
+  clockProperty,
+  deliveryProperties,
+  type Property,
+  scheduleProperty,
+} from './verify.js';
+import { type ChaosCluster, ClockWorkload, LOAD_SHAPE, runLoad, ScheduleWorkload } from './workloads.js';
+
+/** The nodes of the phase 3 topology `up` starts (broker-1…3): fault targets are planned before it runs. */
+export const CHAOS_NODES = ['broker-1', 'broker-2', 'broker-3'];
+/** Broker settings on top of the fast timings: a clock ticking 10 times a second, short drains. */
+const CHAOS_ENV = { ...FAST_CLUSTER, CLOCK_TICK_MS: '100', DRAIN_TIMEOUT_MS: '3000' };
+/** After the load stops: how long owed deliveries and due schedules may take to arrive. */
+const DRAIN_MS = 20_000;
+/** After the last schedule fired: how long to keep listening for a second firing. */
+const SETTLE_MS = 2000;
+
+export interface ChaosOptions {
+  seed: number;
+  durationMs: number;
+  faults: number;
+  keep: boolean;
+  log: (line: string) => void;
+  signal: AbortSignal;
+}
+
+export interface FaultRecord extends Fault {
+  description: string;
+  /** When it actually started and ended (ms after the workloads started); absent if it never ran. */
+  startedAtMs?: number;
+  endedAtMs?: number;
+  error?: string;
+}
+
+export interface ChaosReport {
+  ok: boolean;
+  interrupted: boolean;
+  seed: number;
+  durationMs: number;
+  faults: FaultRecord[];
+  properties: Property[];
+  load?: LoadReport;
+  /** The working folder (cluster.json, logs) when kept. */
+  kept?: { dir: string; postgres: string; redisPid?: number };
+  error?: string;
+}
+
+const sleepUntil = (at: number, signal: AbortSignal) => sleep(at - Date.now(), signal);
+
+export function planFor(options: Pick<ChaosOptions, 'seed' | 'durationMs' | 'faults'>): FaultRecord[] {
+  return planFaults(options.seed, { ...options, nodes: CHAOS_NODES }).map((f) => ({
+    ...f,
+    description: describeFault(f),
+  }));
+}
+
+export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
+  const { log, signal } = options;
+  const faults = planFor(options);
+  const report: ChaosReport = {
+    ok: false,
+    interrupted: false,
+    seed: options.seed,
+    durationMs: options.durationMs,
+    faults,
+    properties: [],
+  };
+  let postgres: ThrowawayPostgres | undefined;
+  let redis: ThrowawayRedis | undefined;
+  let pool: Pool | undefined;
+  let cluster: ClusterFile | undefined;
+  let schedules: ScheduleWorkload | undefined;
+  let clock: ClockWorkload | undefined;
+  const cwd = mkdtempSync(join(tmpdir(), 'wb-chaos-'));
+  try {
+    postgres = await ThrowawayPostgres.create();
+    redis = await ThrowawayRedis.start();
+    log(`throw-away postgres on :${postgres.port}, redis-server on :${redis.port}; cluster in ${cwd}`);
+    const databaseUrl = postgres.urlOf('chaos');
+    cluster = await up({
+      phase: 3,
+      port: 0,
+      databaseUrl,
+      redisUrl: redis.url,
+      cwd,
+      env: CHAOS_ENV,
+      log,
+    });
+    const ids = cluster.nodes.map((n) => n.id);
+    if (ids.join() !== CHAOS_NODES.join())
+      throw new Error(
+        `phase 3 started nodes ${ids.join(', ')}, the fault plan expects ${CHAOS_NODES.join(', ')}`,
+      );
+    pool = createPool(databaseUrl, { max: 3, applicationName: 'workbench-chaos' });
+    const target: ChaosCluster = {
+      adminUrl: cluster.lb.url,
+      adminToken: cluster.adminToken,
+      lbWs: normalizeUrl(cluster.lb.url).ws,
+      nodeWs: cluster.nodes.map((n) => ({ id: n.id, ws: normalizeUrl(n.url).ws })),
+    };
+    log(`cluster up: ${cluster.lb.kind} at ${cluster.lb.url}, ${ids.join(', ')}`);
+
+    schedules = await ScheduleWorkload.start(target);
+    clock = await ClockWorkload.start(target);
+    const checker = new DeliveryChecker();
+    const t0 = Date.now();
+    const load = runLoad(target, checker, { durationMs: options.durationMs, drainMs: DRAIN_MS, signal });
+    // Schedules stop being created early enough that the last is due (≤ 4 s later) before the run ends.
+    const scheduling = schedules.run(options.seed, Math.max(0, options.durationMs - 6000), signal);
+    const targets = faultTargets(cwd, cluster, postgres, redis, pool, signal);
+    for (const fault of faults) {
+      await sleepUntil(t0 + fault.atMs, signal);
+      if (signal.aborted) break;
+      fault.startedAtMs = Date.now() - t0;
+      log(`+${(fault.startedAtMs / 1000).toFixed(1)} s  ${fault.description}`);
+      try {
+        await inflict(fault, targets);
+      } catch (error) {
+        fault.error = (error as Error).message;
+        log(`  fault did not recover: ${fault.error}`);
+      }
+      fault.endedAtMs = Date.now() - t0;
+    }
+    const facts = await load;
+    await scheduling;
+    report.load = buildReport(checker.result(), {
+      ...facts,
+      peers: LOAD_SHAPE.peers,
+      meshes: LOAD_SHAPE.meshes,
+      nodes: [target.lbWs],
+    });
+    // Owed schedule firings get the same bounded drain as messages, then a while to catch a second firing.
+    const drainUntil = Date.now() + DRAIN_MS;
+    while (
+      !signal.aborted &&
+      Date.now() < drainUntil &&
+      [...schedules.created.keys()].some((id) => !schedules!.fired.has(id))
+    )
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    await sleepUntil(Date.now() + SETTLE_MS, signal);
+    await clock.close();
+    if (signal.aborted) {
+      report.interrupted = true;
+      return report;
+    }
+    report.properties = [
+      ...deliveryProperties(report.load),
+      await auditProperty(pool),
+      await scheduleProperty(pool, schedules),
+      clockProperty(clock),
+      faultsProperty(faults),
+    ];
+    report.ok = report.properties.every((p) => p.ok);
+    return report;
+  } catch (error) {
+    report.error = (error as Error).message;
+    report.interrupted = signal.aborted;
+    return report;
+  } finally {
+    schedules?.close();
+    await clock?.close();
+    await pool?.end().catch(() => {});
+    if (options.keep) {
+      redis?.detach();
+      report.kept = { dir: cwd, postgres: postgres?.dir ?? '', redisPid: redis?.pid };
+    } else {
+      await down(cwd).catch((error) => log(`workbench down failed: ${(error as Error).message}`));
+      postgres?.destroy();
+      await redis?.stop();
+      rmSync(cwd, { recursive: true, force: true });
+    }
+  }
+}
+
+/** Every fault ran and what it stopped came back (a node that does not restart is a finding too). */
+function faultsProperty(faults: FaultRecord[]): Property {
+  const problems = faults.flatMap((f) =>
+    f.startedAtMs === undefined
+      ? [`${f.description}: never ran`]
+      : f.error
+        ? [`${f.description}: ${f.error}`]
+        : [],
+  );
+  const kinds = new Set(faults.filter((f) => f.endedAtMs !== undefined && !f.error).map((f) => f.kind));
+  return {
+    name: 'faults-recovered',
+    ok: problems.length === 0,
+    summary: `${faults.length - problems.length}/${faults.length} faults inflicted and recovered (${[...kinds].join(', ')})`,
+    problems,
+  };
+}
+
+function faultTargets(
+  cwd: string,
+  cluster: ClusterFile,
+  postgres: ThrowawayPostgres,
+  redis: ThrowawayRedis,
+  pool: Pool,
+  signal: AbortSignal,
+): FaultTargets {
+  const flags = fileFlagsAccess(cluster.flagsDir, cluster.flagsEnv);
+  return {
+    killNode: (id, how) => stopNode(cwd, id, how),
+    startNode: (id) => startNode(cwd, id),
+    stopRedis: () => redis.stop(),
+    startRedis: () => redis.restart(),
+    stallRedis: (ms) => redis.stall(ms, signal),
+    restartPostgres: () => postgres.restart(),
+    // As `workbench flags set` does it: the provider written under the flag's lock with its audit event,
+    // then "refresh now" pushed to the nodes (their poll is the backstop).
+    setFlag: async (flag, on) => {
+      if (!isFlagKey(flag)) throw new Error(`unknown flag ${flag}`);
+      await recordFlagChange(
+        pool,
+        { environment: cluster.flagsEnv, flag: flag as FlagKey, value: on, actor: 'workbench-chaos' },
+        () => flags.write(flag as FlagKey, on),
+      );
+      const client = new Redis(redis.url, {
+        lazyConnect: true,
+        maxRetriesPerRequest: 1,
+        enableOfflineQueue: false,
+      });
+      client.on('error', () => {});
+      try {
+        await client.connect();
+        await publishRefresh(client, cluster.redisKeyPrefix, cluster.flagsEnv, { flag, value: on });
+      } catch {
+        // the nodes' poll (FLAGS_POLL_MS) picks it up
+      } finally {
+        client.disconnect();
+      }
+    },
+  };
+}

@@ -1,0 +1,211 @@
+/**
+ * Throw-away PostgreSQL and Redis servers on free loopback ports: what `workbench chaos` restarts, stalls
+ * and kills, and what the tests that stop the database or Redis use (tests/helpers re-export these), so
+ * the machine's own servers are never touched.
+ */
+import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
+import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { createConnection, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { sleep } from './sleep.js';
+
+/** A TCP port on 127.0.0.1 that was free a moment ago. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+function postgresBinDir(): string {
+  const root = '/usr/lib/postgresql';
+  const versions = existsSync(root) ? readdirSync(root).sort((a, b) => Number(b) - Number(a)) : [];
+  if (!versions[0]) throw new Error(`no PostgreSQL server binaries under ${root}`);
+  return join(root, versions[0], 'bin');
+}
+
+/** Postgres refuses to run as root: its tools run as the `postgres` user. */
+function asPostgres(command: string, args: string[]): void {
+  execFileSync('runuser', ['-u', 'postgres', '--', join(postgresBinDir(), command), ...args], {
+    stdio: 'pipe',
+  });
+}
+
+/**
+ * A throw-away PostgreSQL cluster on a free port. `restart` is a real server restart (every connection
+ * dropped); `destroy` stops it and deletes its files.
+ */
+export class ThrowawayPostgres {
+  private constructor(
+    readonly dir: string,
+    readonly port: number,
+  ) {}
+
+  static async create(): Promise<ThrowawayPostgres> {
+    const dir = mkdtempSync(join(tmpdir(), 'wb-pg-'));
+    const uid = Number(execFileSync('id', ['-u', 'postgres']).toString().trim());
+    const gid = Number(execFileSync('id', ['-g', 'postgres']).toString().trim());
+    chownSync(dir, uid, gid);
+    try {
+      asPostgres('initdb', [
+        '-D',
+        join(dir, 'data'),
+        '-A',
+        'trust',
+        '-U',
+        'postgres',
+        '--no-sync',
+        '-E',
+        'UTF8',
+      ]);
+      const cluster = new ThrowawayPostgres(dir, await freePort());
+      cluster.start();
+      return cluster;
+    } catch (error) {
+      rmSync(dir, { recursive: true, force: true });
+      throw error;
+    }
+  }
+
+  get url(): string {
+    return this.urlOf('postgres');
+  }
+
+  /** The URL of one database of the cluster (`workbench up` creates it if missing). */
+  urlOf(database: string): string {
+    return `postgres://postgres@127.0.0.1:${this.port}/${database}`;
+  }
+
+  private get options(): string {
+    return `-p ${this.port} -k ${this.dir} -c listen_addresses=127.0.0.1 -c fsync=off`;
+  }
+
+  start(): void {
+    asPostgres('pg_ctl', [
+      '-D',
+      join(this.dir, 'data'),
+      '-o',
+      this.options,
+      '-l',
+      join(this.dir, 'log'),
+      '-w',
+      'start',
+    ]);
+  }
+
+  /**
+   * `pg_ctl restart` (fast: open sessions are cut, as in a real restart); resolves once it accepts again.
+   * Asynchronous, so the caller's own clients keep running while the server is down.
+   */
+  restart(): Promise<void> {
+    const args = [
+      '-D',
+      join(this.dir, 'data'),
+      '-o',
+      this.options,
+      '-l',
+      join(this.dir, 'log'),
+      '-m',
+      'fast',
+      '-w',
+      'restart',
+    ];
+    return new Promise((resolve, reject) => {
+      execFile('runuser', ['-u', 'postgres', '--', join(postgresBinDir(), 'pg_ctl'), ...args], (error) =>
+        error ? reject(error) : resolve(),
+      );
+    });
+  }
+
+  stop(): void {
+    asPostgres('pg_ctl', ['-D', join(this.dir, 'data'), '-m', 'immediate', '-w', 'stop']);
+  }
+
+  destroy(): void {
+    try {
+      this.stop();
+    } catch {
+      // already stopped
+    }
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** A throw-away redis-server on a free loopback port, to stop, restart or stall (SIGSTOP/SIGCONT). */
+export class ThrowawayRedis {
+  private child: ChildProcess | undefined;
+
+  private constructor(readonly port: number) {}
+
+  static async start(): Promise<ThrowawayRedis> {
+    const redis = new ThrowawayRedis(await freePort());
+    await redis.restart();
+    return redis;
+  }
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  /** Starts the server (again, after `stop`): empty, as a restarted cache without persistence is. */
+  async restart(): Promise<void> {
+    const child = spawn(
+      'redis-server',
+      ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+      { stdio: 'ignore' },
+    );
+    this.child = child;
+    const deadline = Date.now() + 10_000;
+    while (!(await this.answers())) {
+      if (child.exitCode !== null) throw new Error(`redis-server on port ${this.port} exited while starting`);
+      if (Date.now() > deadline) throw new Error('timed out after 10000 ms waiting for redis-server up');
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+  }
+
+  async stop(): Promise<void> {
+    const child = this.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGKILL');
+    await exited;
+  }
+
+  /** Freezes the server for `ms` (SIGSTOP, then SIGCONT): connections stay open and nothing answers. */
+  async stall(ms: number, signal?: AbortSignal): Promise<void> {
+    const child = this.child;
+    if (!child?.pid) throw new Error('redis-server is not running');
+    child.kill('SIGSTOP');
+    try {
+      await sleep(ms, signal);
+    } finally {
+      child.kill('SIGCONT');
+    }
+  }
+
+  /** Leaves the server running after this process exits (`workbench chaos --keep`). */
+  detach(): void {
+    this.child?.unref();
+  }
+
+  private answers(): Promise<boolean> {
+    return new Promise((resolve) => {
+      const socket = createConnection(this.port, '127.0.0.1');
+      socket.once('connect', () => {
+        socket.end();
+        resolve(true);
+      });
+      socket.once('error', () => resolve(false));
+    });
+  }
+}

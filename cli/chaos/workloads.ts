@@ -1,0 +1,191 @@
+/**
+ * What runs on the cluster while the faults happen, each recording what it saw for verify.ts:
+ * - load: the `workbench load` generator and checker, peers through the load balancer (which fails over);
+ * - schedules: one-off schedules created during the run and due during it, the recipient member watching
+ *   with a session on every node (so an occurrence is seen wherever it fires; one fired twice has two
+ *   message ids, one delivered to several sessions has one);
+ * - clock: a mesh clock at top speed, every tick recorded by an observer session on every node.
+ */
+import type { MeshClient as Client } from '../../client/client.js';
+import { MeshClient } from '../../client/client.js';
+import type { Frame, Message } from '../../client/frames.js';
+import type { MemberKeys } from '../../client/keys.js';
+import { Random } from '../fuzz/random.js';
+import type { DeliveryChecker, Kind } from '../load/checker.js';
+import { type GeneratorFacts, generateLoad } from '../load/generator.js';
+import { createLoadMeshes, type LoadPeerPlan } from '../load/setup.js';
+import { sleep } from './sleep.js';
+
+export interface ChaosCluster {
+  adminUrl: string;
+  adminToken: string;
+  /** The load balancer's WebSocket URL. */
+  lbWs: string;
+  /** Each node's WebSocket URL, by node id. */
+  nodeWs: Array<{ id: string; ws: string }>;
+}
+
+/** Peers and rates of the load: durable DMs and broadcasts, well inside the per-member send limit. */
+export const LOAD_SHAPE = {
+  peers: 16,
+  meshes: 2,
+  rates: { dm: 6, broadcast: 1.5, stream: 0 } as Record<Kind, number>,
+};
+
+function client(urls: string[], plan: LoadPeerPlan, name: string): Client {
+  return new MeshClient({
+    urls,
+    meshId: plan.meshId,
+    keys: plan.keys,
+    name,
+    requestTimeoutMs: 10_000,
+    backoff: { initialMs: 100, maxMs: 1000 },
+  });
+}
+
+/** A node's URL first, the others after it: a session that starts there and fails over when it dies. */
+function from(cluster: ChaosCluster, index: number): string[] {
+  const urls = cluster.nodeWs.map((n) => n.ws);
+  return urls.map((_, j) => urls[(index + j) % urls.length]!);
+}
+
+export async function runLoad(
+  cluster: ChaosCluster,
+  checker: DeliveryChecker,
+  options: { durationMs: number; drainMs: number; signal: AbortSignal },
+): Promise<GeneratorFacts> {
+  const plans = await createLoadMeshes(
+    { url: cluster.adminUrl, token: cluster.adminToken },
+    { peers: LOAD_SHAPE.peers, meshes: LOAD_SHAPE.meshes },
+  );
+  return generateLoad(
+    {
+      wsUrls: [cluster.lbWs],
+      plans,
+      rates: LOAD_SHAPE.rates,
+      durationMs: options.durationMs,
+      maxMessages: 10_000_000,
+      drainMs: options.drainMs,
+      signal: options.signal,
+    },
+    checker,
+  );
+}
+
+export class ScheduleWorkload {
+  /** Per schedule id, the message ids of its occurrences the recipient saw (any of its sessions). */
+  readonly fired = new Map<string, Set<string>>();
+  /** Schedules whose creation was confirmed, with when they were due. */
+  readonly created = new Map<string, number>();
+  createFailures = 0;
+  private readonly clients: Client[] = [];
+
+  private constructor(
+    readonly meshId: string,
+    private readonly creator: Client,
+    private readonly recipient: MemberKeys,
+  ) {}
+
+  static async start(cluster: ChaosCluster): Promise<ScheduleWorkload> {
+    const [creatorPlan, recipientPlan] = await createLoadMeshes(
+      { url: cluster.adminUrl, token: cluster.adminToken },
+      { peers: 2, meshes: 1 },
+    );
+    const creator = client([cluster.lbWs], creatorPlan!, 'chaos-scheduler');
+    const workload = new ScheduleWorkload(creatorPlan!.meshId, creator, recipientPlan!.keys);
+    workload.clients.push(creator);
+    await creator.connect();
+    for (let i = 0; i < cluster.nodeWs.length; i++) {
+      const witness = client(from(cluster, i), recipientPlan!, `chaos-witness-${i + 1}`);
+      workload.clients.push(witness);
+      witness.on('message', (message: Message & { scheduleId?: string }) => {
+        if (typeof message.scheduleId !== 'string') return;
+        const ids = workload.fired.get(message.scheduleId) ?? new Set<string>();
+        ids.add(message.messageId);
+        workload.fired.set(message.scheduleId, ids);
+      });
+      await witness.connect();
+    }
+    return workload;
+  }
+
+  /**
+   * Creates a schedule every ~1.5 s, each due 1–4 s later, until `untilMs` (so the last is due before the
+   * run ends). A creation that fails is counted; one that timed out may still exist: verify.ts judges
+   * every schedule the database has for the mesh, not just the confirmed ones.
+   */
+  async run(seed: number, untilMs: number, signal: AbortSignal): Promise<void> {
+    const random = new Random(seed ^ 0x5c4ed);
+    const started = Date.now();
+    while (!signal.aborted && Date.now() - started < untilMs) {
+      const at = Date.now() + random.int(1000, 4000);
+      try {
+        const reply = await this.creator.request<Frame & { scheduleId: string }>({
+          type: 'schedule.create',
+          to: this.recipient.pubkey,
+          body: `chaos ${this.created.size + 1}`,
+          at,
+        });
+        this.created.set(reply.scheduleId, at);
+      } catch {
+        this.createFailures++;
+      }
+      await sleep(random.int(1000, 2000), signal);
+    }
+  }
+
+  close(): void {
+    for (const c of this.clients) c.close();
+  }
+}
+
+export interface TickRecord {
+  tick: number;
+  epoch: number;
+}
+
+export class ClockWorkload {
+  /** Per observer (one per node, by the node it started on), every tick in arrival order. */
+  readonly ticks = new Map<string, TickRecord[]>();
+  private readonly clients: Client[] = [];
+  setFailures = 0;
+
+  private constructor(readonly meshId: string) {}
+
+  /** Observers on every node, then the clock set to its top speed (retried: it must run for the check). */
+  static async start(cluster: ChaosCluster): Promise<ClockWorkload> {
+    const plans = await createLoadMeshes(
+      { url: cluster.adminUrl, token: cluster.adminToken },
+      { peers: Math.max(2, cluster.nodeWs.length), meshes: 1 },
+    );
+    const workload = new ClockWorkload(plans[0]!.meshId);
+    for (let i = 0; i < cluster.nodeWs.length; i++) {
+      const name = `observer@${cluster.nodeWs[i]!.id}`;
+      const observer = client(from(cluster, i), plans[i]!, name);
+      const ticks: TickRecord[] = [];
+      workload.ticks.set(name, ticks);
+      observer.on('frame', (f: Frame) => {
+        if (f.type === 'clock.tick') ticks.push({ tick: Number(f.tick), epoch: Number(f.epoch) });
+      });
+      workload.clients.push(observer);
+      await observer.connect();
+    }
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await workload.clients[0]!.request({ type: 'clock.set', speed: 100 });
+        break;
+      } catch (error) {
+        workload.setFailures++;
+        if (attempt >= 5) throw new Error(`could not start the clock: ${(error as Error).message}`);
+        await sleep(500);
+      }
+    }
+    return workload;
+  }
+
+  /** Pauses the clock (best effort: the check is over what was recorded) and closes the observers. */
+  async close(): Promise<void> {
+    await this.clients[0]?.request({ type: 'clock.pause' }, { timeoutMs: 3000 }).catch(() => {});
+    for (const c of this.clients) c.close();
+  }
+}

@@ -1,0 +1,12 @@
+/**
+ * Broker timings that make cluster behaviour observable in seconds, not minutes: the cluster tests and
+ * `workbench chaos` both run with them, so a chaos run recovers from each fault within its spacing.
+ */
+export const FAST_CLUSTER = {
+  HEARTBEAT_MS: '500',
+  PRESENCE_GRACE_MS: '1000',
+  NODE_DEAD_MS: '1500',
+  SWEEP_MS: '300',
+  SWEEP_MIN_AGE_MS: '200',
+  FLAGS_POLL_MS: '500',
+};

@@ -1,0 +1,104 @@
+/**
+ * `workbench chaos --seed S [--duration 120s] [--faults N] [--json] [--keep]`: a local cluster with
+ * throw-away Postgres and Redis under load, schedules and a clock, hit by a seeded fault schedule; then
+ * one line per property. Exit 0 when every property holds, 1 on a violation (or a run that could not be
+ * made), 2 when called wrongly. The same seed gives the same faults at the same times on the same nodes.
+ */
+import { parse, UsageError } from '../args.js';
+import { maxFaults } from '../chaos/faults.js';
+import { type ChaosReport, planFor, runChaos } from '../chaos/run.js';
+
+/** `30s`, `2m`, `500ms` or plain seconds (as `workbench load --duration`). */
+function duration(value: string | undefined, fallbackMs: number): number {
+  if (value === undefined) return fallbackMs;
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(value);
+  if (!match) throw new UsageError('--duration must be a duration such as 60s, 30m or 2h');
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3600_000 }[match[2] ?? 's']!;
+  return Number(match[1]) * unit;
+}
+
+export async function chaosCommand(argv: string[]): Promise<number> {
+  const { values, positionals } = parse(argv, {
+    seed: { type: 'string' },
+    duration: { type: 'string' },
+    faults: { type: 'string' },
+    json: { type: 'boolean' },
+    keep: { type: 'boolean' },
+  });
+  if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
+  if (values.seed === undefined) throw new UsageError('--seed S is required (a whole number below 1e9)');
+  if (!/^\d{1,9}$/.test(values.seed)) throw new UsageError('--seed must be a whole number below 1e9');
+  const seed = Number(values.seed);
+  const durationMs = duration(values.duration, 120_000);
+  if (durationMs < 30_000 || durationMs > 24 * 3600_000)
+    throw new UsageError('--duration must be from 30s to 24h');
+  const most = maxFaults(durationMs);
+  let faults = Math.min(most, Math.max(6, Math.round(durationMs / 15_000)));
+  if (values.faults !== undefined) {
+    if (!/^\d+$/.test(values.faults) || Number(values.faults) < 1 || Number(values.faults) > most)
+      throw new UsageError(
+        `--faults must be a whole number from 1 to ${most} (each fault needs 6 s to recover in a run of ${durationMs / 1000} s)`,
+      );
+    faults = Number(values.faults);
+  }
+  const json = Boolean(values.json);
+  const log = json ? () => {} : (line: string) => console.log(line);
+
+  log(`chaos seed ${seed}: ${durationMs / 1000} s, ${faults} faults`);
+  for (const fault of planFor({ seed, durationMs, faults }))
+    log(`  planned +${(fault.atMs / 1000).toFixed(1)} s  ${fault.description}`);
+
+  const stop = new AbortController();
+  // Ctrl-C stops the run and still cleans up; a second one is swallowed so the clean-up finishes.
+  const onSignal = () => {
+    if (!stop.signal.aborted) log('interrupted: stopping the workloads and cleaning up…');
+    stop.abort();
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  let report: ChaosReport;
+  try {
+    report = await runChaos({
+      seed,
+      durationMs,
+      faults,
+      keep: Boolean(values.keep),
+      log,
+      signal: stop.signal,
+    });
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+  if (json) console.log(JSON.stringify(report, null, 2));
+  else print(report);
+  return report.ok ? 0 : 1;
+}
+
+function print(report: ChaosReport): void {
+  console.log(`\nchaos seed ${report.seed} faults:`);
+  for (const f of report.faults) {
+    const when =
+      f.startedAtMs === undefined
+        ? 'never ran'
+        : `+${(f.startedAtMs / 1000).toFixed(1)} s → +${((f.endedAtMs ?? f.startedAtMs) / 1000).toFixed(1)} s`;
+    console.log(`  ${when.padEnd(20)} ${f.description}${f.error ? `  FAILED: ${f.error}` : ''}`);
+  }
+  console.log('');
+  for (const p of report.properties) {
+    console.log(`${p.ok ? 'ok  ' : 'FAIL'} ${p.name.padEnd(18)} ${p.summary}`);
+    for (const problem of p.problems) console.log(`       ${problem}`);
+  }
+  if (report.error) console.log(`chaos run failed: ${report.error}`);
+  if (report.interrupted) console.log('chaos run interrupted: nothing judged');
+  if (report.kept)
+    console.log(
+      `kept: ${report.kept.dir} (logs in .workbench/logs; "workbench down" there), postgres ${report.kept.postgres} ` +
+        `(runuser -u postgres -- pg_ctl -D ${report.kept.postgres}/data stop), redis-server pid ${report.kept.redisPid}`,
+    );
+  console.log(
+    report.ok
+      ? `chaos seed ${report.seed}: every property held`
+      : `chaos seed ${report.seed}: FAILED — replay with: workbench chaos --seed ${report.seed} --duration ${report.durationMs / 1000}s --faults ${report.faults.length}`,
+  );
+}
