@@ -3,9 +3,9 @@
  * flags acted on, disagreement with the environment's desired values), ownership (clock leaders, watch
  * owners, schedule occurrences fired in the last hour, the active lease) and audit chain health.
  */
-import { verifyMesh } from '../../broker/audit/verify.js';
 import { createPool } from '../../broker/db/pool.js';
 import { parse, UsageError } from '../args.js';
+import { readChains, readOwnership } from '../cluster/ownership.js';
 import { resolveEnvironment } from '../environments/environment.js';
 import { currentPhase } from '../promotion/promote.js';
 
@@ -51,32 +51,13 @@ export async function statusCommand(argv: string[]): Promise<number> {
 
   const pool = createPool(target.databaseUrl, { max: 2, applicationName: 'workbench-status' });
   try {
-    const count = async (sql: string) => (await pool.query<{ node: string | null; n: number }>(sql)).rows;
-    const clockLeaders = await count(
-      `SELECT leader_node AS node, count(*)::int AS n FROM mesh_clocks
-        WHERE updated_at > now() - interval '1 minute' AND NOT paused GROUP BY 1 ORDER BY 1`,
-    );
-    const watchOwners = await count(
-      'SELECT owner_node AS node, count(*)::int AS n FROM watches WHERE deleted_at IS NULL GROUP BY 1 ORDER BY 1',
-    );
-    const fired = await count(
-      `SELECT node_id AS node, count(*)::int AS n FROM schedule_occurrences
-        WHERE fired_at > now() - interval '1 hour' GROUP BY 1 ORDER BY 1`,
-    );
-    const lease = (
-      await pool.query<{ holder: string; epoch: number; live: boolean }>(
-        "SELECT holder, epoch, expires_at > now() AS live FROM cluster_leases WHERE name = 'active'",
-      )
-    ).rows[0];
-    const meshes = (
-      await pool.query<{ meshId: string }>('SELECT DISTINCT mesh_id AS "meshId" FROM audit_log')
-    ).rows;
-    let intact = 0;
-    const broken: string[] = [];
-    for (const { meshId } of meshes) {
-      if ((await verifyMesh(pool, meshId)).valid) intact++;
-      else broken.push(meshId);
-    }
+    const {
+      clockLeaders,
+      watchOwners,
+      scheduleOccurrencesLastHour: fired,
+      activeLease: lease,
+    } = await readOwnership(pool);
+    const { intact, broken } = await readChains(pool);
     const status = {
       phase: await currentPhase(pool, environment.name, environment.phase),
       environment: environment.name,

@@ -8,8 +8,8 @@ import type { Pool } from '../../broker/db/pool.js';
 import type { FlagsAccess } from '../../flags/access.js';
 import { FLAGS, type FlagKey } from '../../flags/registry.js';
 import type { ClusterFile } from '../cluster/local.js';
+import { type Chains, type Ownership, readChains, readOwnership } from '../cluster/ownership.js';
 import { currentPhase } from '../promotion/promote.js';
-import { type Chains, type Ownership, readChains, readOwnership } from './ownership.js';
 import { type Rates, RateTracker } from './rates.js';
 
 /** A node that has not answered within this is shown down (a hung node must not stall the page). */

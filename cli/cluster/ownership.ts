@@ -1,8 +1,7 @@
 /**
  * Who owns what in the cluster, read from Postgres: clock leaders, watch owners, schedule occurrences
- * fired in the last hour and the active lease, plus audit chain integrity. The same queries as
- * `workbench status` (cli/commands/status.ts); kept here because that command's module is not ours to
- * change, so both would have to move together if a table changes.
+ * fired in the last hour and the active lease, plus audit chain integrity. Shared by `workbench status`
+ * and the console.
  */
 import { verifyMesh } from '../../broker/audit/verify.js';
 import type { Pool } from '../../broker/db/pool.js';
