@@ -85,9 +85,12 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
   const watchStore = new WatchStore(pool);
 
   // The one inbound path: every module reaches this node's sockets through these sinks.
+  // A frame for many sockets (ticks, presence events, stream data) is serialized once, not per socket:
+  // fan-out is the hottest path of a node.
   const toMesh = (meshId: string, frame: object, exceptSession?: string) => {
+    const text = JSON.stringify(frame);
     for (const connection of connections.ofMesh(meshId)) {
-      if (connection.identity?.sessionId !== exceptSession) connection.send(frame);
+      if (connection.identity?.sessionId !== exceptSession) connection.sendText(text);
     }
   };
   const toSession = (sessionId: string, frame: object) => connections.session(sessionId)?.send(frame);
@@ -136,7 +139,8 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
       toSession,
       toMesh,
       streams: (sessionIds: Iterable<string>, frame: object) => {
-        for (const sessionId of sessionIds) toSession(sessionId, frame);
+        const text = JSON.stringify(frame);
+        for (const sessionId of sessionIds) connections.session(sessionId)?.sendText(text);
       },
     },
   });

@@ -61,13 +61,18 @@ export class Connection {
   }
 
   send(frame: object): void {
+    if (this.isOpen) this.sendText(JSON.stringify(frame));
+  }
+
+  /** A frame already serialized: one frame fanned out to many sockets is serialized once. */
+  sendText(text: string): void {
     if (!this.isOpen) return;
     if (this.socket.bufferedAmount > MAX_BUFFERED_BYTES) {
       this.log.warn({ connection: this.id }, 'peer too slow to read its frames; closing');
       this.close(1008, 'too slow');
       return;
     }
-    this.socket.send(JSON.stringify(frame));
+    this.socket.send(text);
   }
 
   /** Delivers a durable message now, or after the backlog replay when one is running. */
