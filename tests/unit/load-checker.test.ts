@@ -66,6 +66,18 @@ describe('the load delivery checker (a constructed event log, so it cannot pass 
     ]);
   });
 
+  it('judges order among accepted messages only: a send whose reply never came may arrive late', () => {
+    const checker = new DeliveryChecker();
+    // seq 0's reply was lost with its node; stored after all, the sweep delivers it after seq 1.
+    checker.accept({ sender: 'a', kind: 'dm', seq: 1, sentAt: 1, recipients: ['b'] });
+    checker.receive({ recipient: 'b', sender: 'a', channel: 'message', seq: 1, at: 2 });
+    checker.receive({ recipient: 'b', sender: 'a', channel: 'message', seq: 0, at: 3 });
+    expect(checker.result()).toMatchObject({ reordered: 0, lost: 0, unconfirmed: 1 });
+    // Once seq 0 is accepted too, the same arrivals are a reordering.
+    checker.accept({ sender: 'a', kind: 'dm', seq: 0, sentAt: 0, recipients: ['b'] });
+    expect(checker.result()).toMatchObject({ reordered: 1 });
+  });
+
   it('counts a delivery that arrives before its sender heard `sent`, and fails a run where nothing was accepted', () => {
     const checker = new DeliveryChecker();
     checker.receive({ recipient: 'b', sender: 'a', channel: 'message', seq: 0, at: 2 });
