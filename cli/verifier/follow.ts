@@ -44,7 +44,12 @@ export class AuditFollower {
         const before = JSON.stringify(walker.state());
         await this.walk(walker);
         if (kind === 'rescan') this.reportRescan(this.walkers.get(meshId), walker);
-        this.walkers.set(meshId, walker);
+        // A rescan walks silently (it reports what is new itself); the walker kept for the next
+        // incremental passes must report again.
+        this.walkers.set(
+          meshId,
+          kind === 'rescan' ? new ChainWalker(meshId, this.options.onFinding, walker.state()) : walker,
+        );
         if (JSON.stringify(walker.state()) !== before) await saveProgress(pool, walker);
         await this.export(walker);
       }
