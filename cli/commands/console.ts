@@ -3,6 +3,7 @@
  * (.workbench/cluster.json), served on 127.0.0.1 until SIGTERM/SIGINT. Prints its URL. The cluster is read
  * once at start: after a new `workbench up`, start the console again.
  */
+import { randomBytes } from 'node:crypto';
 import { userInfo } from 'node:os';
 import { Redis } from 'ioredis';
 import { createPool } from '../../broker/db/pool.js';
@@ -38,12 +39,15 @@ export async function consoleCommand(argv: string[]): Promise<number> {
   const watcher = new ClusterWatcher(cluster, pool, flags);
   const actor = `console:${process.env.WORKBENCH_ACTOR ?? userInfo().username}`;
 
+  // The console's own key (see cli/console/server.ts): whoever opens the printed URL, nobody else.
+  const key = randomBytes(18).toString('base64url');
   let server: Awaited<ReturnType<typeof startConsoleServer>>;
   try {
     await watcher.start();
     server = await startConsoleServer(
       {
         adminToken: cluster.adminToken,
+        key,
         snapshot: () => watcher.snapshot(),
         flip: async (request) => {
           const outcome = await flipFlag(
@@ -67,7 +71,9 @@ export async function consoleCommand(argv: string[]): Promise<number> {
     await pool.end();
     throw error;
   }
-  console.log(`console: ${server.url}/ (peer page: ${server.url}/peer) for the ${cluster.flagsEnv} cluster`);
+  console.log(
+    `console: ${server.url}/?key=${key} (peer page: ${server.url}/peer?key=${key}) for the ${cluster.flagsEnv} cluster`,
+  );
 
   await new Promise<void>((resolve) => {
     process.once('SIGTERM', resolve);

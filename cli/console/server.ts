@@ -2,13 +2,15 @@
  * The console's HTTP server (the workbench's, not a broker's): the page, its state as JSON, the flag flip,
  * and the browser peer page with the SDK files it imports. Loopback only.
  *
- * The admin token: POST /api/flags needs `Authorization: Bearer <the cluster's admin token>`, and the page
- * is served with that token embedded. That is acceptable because the server binds to 127.0.0.1 and the
- * token sits in .workbench/cluster.json, readable by anyone who can reach this port anyway. What the token
- * still stops is another web site in the operator's browser: it cannot read the page cross-origin to learn
- * the token, and a request with an Authorization header needs a CORS preflight this server never grants.
- * The Host check stops DNS rebinding (a foreign name resolved to 127.0.0.1 would make the page same-origin).
+ * Who may use it: loopback is not enough (every account of the machine reaches 127.0.0.1, while the
+ * cluster's admin token sits in a file only its owner reads). The console makes a random key at start and
+ * prints its URL with `?key=…`; a request carrying the key gets it back as an HttpOnly, SameSite=Strict
+ * cookie, and every other request needs that cookie (POST /api/flags also takes the admin token, for
+ * scripts). The page never holds the admin token. SameSite=Strict keeps other web sites in the operator's
+ * browser from riding the cookie, and the Host check stops DNS rebinding (a foreign name resolved to
+ * 127.0.0.1 would make the page same-origin).
  */
+import { timingSafeEqual } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -21,6 +23,8 @@ const MAX_BODY_BYTES = 4096;
 
 export interface ConsoleBackend {
   adminToken: string;
+  /** The console's own key: in the URL it prints, then in a cookie. */
+  key: string;
   snapshot(): Snapshot | undefined;
   flip(request: FlipRequest): Promise<FlipOutcome>;
 }
@@ -52,7 +56,21 @@ const FILES: Record<string, { path: string; type: string }> = {
   },
 };
 
-const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+const COOKIE = 'wb_console_key';
+
+function same(presented: string | undefined | null, expected: string): boolean {
+  const a = Buffer.from(presented ?? '');
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+function cookieOf(request: IncomingMessage): string | undefined {
+  for (const part of (request.headers.cookie ?? '').split(';')) {
+    const [name, ...value] = part.trim().split('=');
+    if (name === COOKIE) return value.join('=');
+  }
+  return undefined;
+}
 
 function send(response: ServerResponse, status: number, type: string, body: string): void {
   response.writeHead(status, {
@@ -75,8 +93,12 @@ function readBody(request: IncomingMessage): Promise<string | undefined> {
     let tooLarge = false;
     request.setEncoding('utf8');
     request.on('data', (chunk: string) => {
+      if (tooLarge) return; // keep reading to the end (to answer 413), but keep nothing more
       body += chunk;
-      if (body.length > MAX_BODY_BYTES) tooLarge = true;
+      if (body.length > MAX_BODY_BYTES) {
+        tooLarge = true;
+        body = '';
+      }
     });
     request.on('end', () => resolve(tooLarge ? undefined : body));
     request.on('error', reject);
@@ -101,13 +123,23 @@ export async function startConsoleServer(
     const allowedHosts = [`127.0.0.1:${port}`, `localhost:${port}`];
     if (!allowedHosts.includes(request.headers.host ?? ''))
       return sendError(response, 421, 'wrong_host', `this console answers to ${allowedHosts.join(' or ')}`);
-    const path = new URL(request.url ?? '/', 'http://console').pathname;
+    const url = new URL(request.url ?? '/', 'http://console');
+    const path = url.pathname;
     const method = request.method ?? 'GET';
+    const keyInUrl = same(url.searchParams.get('key'), backend.key);
+    if (keyInUrl)
+      response.setHeader('set-cookie', `${COOKIE}=${backend.key}; HttpOnly; SameSite=Strict; Path=/`);
+    const admin = same(request.headers.authorization, `Bearer ${backend.adminToken}`);
+    if (!keyInUrl && !same(cookieOf(request), backend.key) && !(admin && path === '/api/flags'))
+      return sendError(
+        response,
+        401,
+        'unauthorized',
+        'open the URL "workbench console" printed: it carries the console key (?key=…)',
+      );
 
     if (path === '/api/flags') {
       if (method !== 'POST') return sendError(response, 405, 'method_not_allowed', 'POST a flag change');
-      if (request.headers.authorization !== `Bearer ${backend.adminToken}`)
-        return sendError(response, 401, 'unauthorized', 'the cluster admin token is required');
       const body = await readBody(request);
       if (body === undefined)
         return sendError(response, 413, 'too_large', `the body is over ${MAX_BODY_BYTES} bytes`);
@@ -122,12 +154,7 @@ export async function startConsoleServer(
     }
     if (method !== 'GET') return sendError(response, 405, 'method_not_allowed', `${method} ${path}`);
     if (path === '/' || path === '/index.html') {
-      return send(
-        response,
-        200,
-        'text/html',
-        page.replace('{{ADMIN_TOKEN}}', escapeHtml(backend.adminToken)),
-      );
+      return send(response, 200, 'text/html', page);
     }
     if (path === '/api/state') {
       const snapshot = backend.snapshot();

@@ -25,6 +25,8 @@ let cwd: string;
 let cluster: ClusterFile;
 let consoleProcess: ChildProcess | undefined;
 let consoleUrl: string;
+/** The console's key, from the URL it printed. */
+let consoleKey: string;
 let browser: Browser;
 let page: Page;
 const pageErrors: string[] = [];
@@ -40,8 +42,11 @@ function startConsole(): Promise<string> {
     let output = '';
     const onData = (chunk: Buffer) => {
       output += chunk;
-      const url = output.match(/console: (http:\/\/127\.0\.0\.1:\d+)\//)?.[1];
-      if (url) resolve(url);
+      const url = output.match(/console: (http:\/\/127\.0\.0\.1:\d+)\/\?key=([\w-]+)/);
+      if (url) {
+        consoleKey = url[2]!;
+        resolve(url[1]!);
+      }
     };
     child.stdout!.on('data', onData);
     child.stderr!.on('data', onData);
@@ -101,7 +106,7 @@ async function actingOnEveryNode(flag: string, value: boolean): Promise<boolean>
 
 describe('workbench console (headless Chromium)', () => {
   it('shows the phase, every node up with its background work, the flags per node, ownership and chains', async () => {
-    await page.goto(`${consoleUrl}/`);
+    await page.goto(`${consoleUrl}/?key=${consoleKey}`);
     for (const node of cluster.nodes) await page.waitForSelector(nodeRow(node.id, 'up'), { timeout: 10_000 });
     expect(await page.textContent('[data-testid="phase"]')).toBe('3');
     const rows = await page.$$eval('[data-testid="nodes"] tr', (trs) =>
@@ -162,7 +167,7 @@ describe('workbench console (headless Chromium)', () => {
 
     // Refused requests: nothing written.
     const before = readFileSync(flagsFile, 'utf8');
-    const token = await page.getAttribute('meta[name="admin-token"]', 'content');
+    const token = cluster.adminToken;
     const post = (body: string, auth = `Bearer ${token}`) =>
       fetch(`${consoleUrl}/api/flags`, {
         method: 'POST',
@@ -231,6 +236,21 @@ describe('workbench console: bad calls', () => {
         .end();
     });
     expect(status).toBe(421);
+    // Without its key (another account of this machine reaching loopback), nothing is served, and the
+    // page never carries the admin token.
+    for (const path of ['/', '/api/state', '/peer', '/console.js']) {
+      const response = await fetch(`${consoleUrl}${path}`);
+      expect(response.status, path).toBe(401);
+      expect(await response.text()).toContain('console key');
+    }
+    const flip = await fetch(`${consoleUrl}/api/flags`, {
+      method: 'POST',
+      body: '{"flag":"ha.audit","value":false}',
+    });
+    expect(flip.status).toBe(401);
+    const withKey = await fetch(`${consoleUrl}/?key=${consoleKey}`);
+    expect(withKey.headers.get('set-cookie')).toMatch(/HttpOnly; SameSite=Strict/);
+    expect(await withKey.text()).not.toContain(cluster.adminToken);
   });
 });
 
@@ -253,7 +273,7 @@ describe('a browser peer through the load balancer (the SDK in Chromium)', () =>
     const peerPage = await browser.newPage();
     peerPage.on('pageerror', (error) => pageErrors.push(error.message));
     const query = new URLSearchParams({ meshId: meshId!, ...browserMember });
-    await peerPage.goto(`${consoleUrl}/peer?${query}`);
+    await peerPage.goto(`${consoleUrl}/peer?${query}&key=${consoleKey}`);
     await waitFor(async () => (await peerPage.textContent('[data-testid="status"]')) === 'connected', {
       timeoutMs: 15_000,
       what: 'the browser peer connected',
