@@ -175,6 +175,8 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
           flag,
           value,
           actor: `node:${config.nodeId}`,
+          // A change of a boolean: it was the other value (what this node acted on until now).
+          previous: !value,
         }).catch((error) => log.warn({ err: error, flag }, 'could not record a flag change'));
       }
     },

@@ -234,9 +234,16 @@ function faultTargets(
     // then "refresh now" pushed to the nodes (their poll is the backstop).
     setFlag: async (flag, on) => {
       if (!isFlagKey(flag)) throw new Error(`unknown flag ${flag}`);
+      const previous = (await flags.read())[flag as FlagKey];
       await recordFlagChange(
         pool,
-        { environment: cluster.flagsEnv, flag: flag as FlagKey, value: on, actor: 'workbench-chaos' },
+        {
+          environment: cluster.flagsEnv,
+          flag: flag as FlagKey,
+          value: on,
+          actor: 'workbench-chaos',
+          previous,
+        },
         () => flags.write(flag as FlagKey, on),
       );
       const client = new Redis(redis.url, {
