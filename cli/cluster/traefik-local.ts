@@ -48,7 +48,9 @@ export function localStaticConfig(options: { bind: string; dynamicFile: string }
       web: { address: options.bind, transport: { respondingTimeouts: { idleTimeout: '3600s' } } },
     },
     providers: { file: { filename: options.dynamicFile, watch: false } },
-    ping: {},
+    // On the loopback entry point: left to its default, ping would open Traefik's own entry point on
+    // :8080 on every interface.
+    ping: { entryPoint: 'web' },
     log: { level: 'INFO' },
   });
 }
