@@ -6,7 +6,7 @@
 import { createPool } from '../../broker/db/pool.js';
 import { parse, UsageError } from '../args.js';
 import { readChains, readOwnership } from '../cluster/ownership.js';
-import { resolveEnvironment } from '../environments/environment.js';
+import { NODE_TIMEOUT_MS, resolveEnvironment } from '../environments/environment.js';
 import { currentPhase } from '../promotion/promote.js';
 
 interface NodeStatus {
@@ -26,11 +26,15 @@ export async function statusCommand(argv: string[]): Promise<number> {
   const nodes: NodeStatus[] = await Promise.all(
     target.nodes.map(async (node) => {
       try {
-        const health = (await (await fetch(`${node.url}/health`)).json()) as {
+        const health = (await (
+          await fetch(`${node.url}/health`, { signal: AbortSignal.timeout(NODE_TIMEOUT_MS) })
+        ).json()) as {
           status: string;
           backgroundWork: string;
         };
-        const flags = (await (await fetch(`${node.url}/flags`)).json()) as {
+        const flags = (await (
+          await fetch(`${node.url}/flags`, { signal: AbortSignal.timeout(NODE_TIMEOUT_MS) })
+        ).json()) as {
           flags: Record<string, { value: boolean; acting: boolean }>;
         };
         const disagreements = Object.entries(flags.flags)

@@ -26,6 +26,9 @@ export interface Environment {
   requirePassedIn?: string;
 }
 
+/** How long a CLI command waits for one node to answer before calling it down (a remote node may hang). */
+export const NODE_TIMEOUT_MS = 5000;
+
 const ENVIRONMENT_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const NODE_ID = /^[A-Za-z0-9_.-]{1,64}$/;
 const httpUrl = z.url({ protocol: /^https?$/ });
@@ -67,18 +70,39 @@ function fromEnv(variable: string, what: string): string {
   return value;
 }
 
+/** How long a control command (kill, stop, start) may take. */
+const CONTROL_TIMEOUT_MS = 60_000;
+
 /** Runs an environment's control command for a node; resolves when it exits 0. */
 function shellControl(commands: NonNullable<EnvironmentFile['control']>, cwd: string): NodeControl {
   const run = (template: string, node: string) =>
     new Promise<void>((done, fail) => {
-      if (!NODE_ID.test(node)) return fail(new Error(`bad node id "${node}"`));
-      const child = spawn('sh', ['-c', template.replaceAll('{node}', node)], { cwd, stdio: 'ignore' });
-      const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+      if (!NODE_ID.test(node) || node.startsWith('-')) return fail(new Error(`bad node id "${node}"`));
+      // Its own process group, so a timeout kills what the shell started too (an ssh, say).
+      const child = spawn('sh', ['-c', template.replaceAll('{node}', node)], {
+        cwd,
+        detached: true,
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      let stderr = '';
+      child.stderr.on('data', (chunk) => {
+        stderr = (stderr + chunk).slice(-500);
+      });
+      let timedOut = false;
+      const timer = setTimeout(() => {
+        timedOut = true;
+        try {
+          process.kill(-child.pid!, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      }, CONTROL_TIMEOUT_MS);
       child.on('error', fail);
       child.on('exit', (code) => {
         clearTimeout(timer);
-        if (code === 0) done();
-        else fail(new Error(`"${template}" for ${node} exited with ${code}`));
+        if (code === 0) return done();
+        const why = timedOut ? `timed out after ${CONTROL_TIMEOUT_MS / 1000} s` : `exited with ${code}`;
+        fail(new Error(`"${template}" for ${node} ${why}${stderr.trim() ? `: ${stderr.trim()}` : ''}`));
       });
     });
   return {

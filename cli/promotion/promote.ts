@@ -14,7 +14,7 @@ import { packageRoot } from '../../broker/paths.js';
 import { CLUSTER_CHAIN_ID, recordFlagChange } from '../../flags/changes.js';
 import { publishRefresh } from '../../flags/refresh-bus.js';
 import { FLAG_KEYS, type FlagValues, phasePreset } from '../../flags/registry.js';
-import type { Environment } from '../environments/environment.js';
+import { type Environment, NODE_TIMEOUT_MS } from '../environments/environment.js';
 import { type CheckResult, type Expectations, runSmoke } from '../smoke/run.js';
 
 export interface PromotionOptions {
@@ -101,7 +101,9 @@ async function applyPreset(
   for (;;) {
     const acting = await Promise.all(
       environment.target.nodes.map(async (node) => {
-        const report = (await (await fetch(`${node.url}/flags`)).json()) as {
+        const report = (await (
+          await fetch(`${node.url}/flags`, { signal: AbortSignal.timeout(NODE_TIMEOUT_MS) })
+        ).json()) as {
           flags: Record<string, { acting: boolean }>;
         };
         return FLAG_KEYS.every((flag) => report.flags[flag]?.acting === values[flag]);
@@ -143,7 +145,7 @@ async function record(
 
 async function healthProblem(environment: Environment): Promise<string | undefined> {
   for (const node of environment.target.nodes) {
-    const ok = await fetch(`${node.url}/health`).then(
+    const ok = await fetch(`${node.url}/health`, { signal: AbortSignal.timeout(NODE_TIMEOUT_MS) }).then(
       (r) => r.ok,
       () => false,
     );
@@ -184,19 +186,28 @@ export async function promote(options: PromotionOptions): Promise<PromotionOutco
     if (!before.passed) return await block(`phase ${from} checks do not hold`, before.failed?.name);
 
     const previous = await environment.flags.read();
-    log(`applying the phase ${to} flag preset and waiting for every node`);
-    await applyPreset(pool, environment, phasePreset(to), actor);
-    log(`checking phase ${to} after the flip`);
-    const after = await smoke(pool, environment, to, expectationsOf(to, options.expectationsFile));
-    if (!after.passed) {
-      log(`check ${after.failed?.name} failed: putting the phase ${from} flags back`);
+    // From the flip on, any failure (a check, nodes not acting on the preset in time, an error) puts the
+    // previous flags back and is recorded: the environment is never left half-promoted.
+    let failure: { failedCheck?: string; reason: string } | undefined;
+    try {
+      log(`applying the phase ${to} flag preset and waiting for every node`);
+      await applyPreset(pool, environment, phasePreset(to), actor);
+      log(`checking phase ${to} after the flip`);
+      const after = await smoke(pool, environment, to, expectationsOf(to, options.expectationsFile));
+      if (!after.passed)
+        failure = {
+          failedCheck: after.failed?.name,
+          reason: after.failed?.detail || `${after.failed?.name} did not meet its expectation`,
+        };
+    } catch (error) {
+      failure = { reason: (error as Error).message };
+    }
+    if (failure) {
+      log(
+        `${failure.failedCheck ? `check ${failure.failedCheck} failed` : failure.reason}: putting the phase ${from} flags back`,
+      );
       await applyPreset(pool, environment, previous, actor);
-      const outcome: PromotionOutcome = {
-        status: 'rolled-back',
-        from,
-        failedCheck: after.failed?.name,
-        reason: after.failed?.detail || `${after.failed?.name} did not meet its expectation`,
-      };
+      const outcome: PromotionOutcome = { status: 'rolled-back', from, ...failure };
       await record(pool, environment, from, to, outcome, actor);
       return outcome;
     }

@@ -7,8 +7,15 @@ import { createPool, type Pool } from '../../broker/db/pool.js';
 import { MeshClient } from '../../client/client.js';
 import { generateMemberKeys, type MemberKeys } from '../../client/keys.js';
 
-/** A check that cannot run on this cluster (too few nodes, no node control, …): reported as `n/a`. */
+/** A check that cannot run on this cluster (too few nodes, limits too high to reach): reported as `n/a`. */
 export class NotApplicable extends Error {}
+
+/**
+ * A check the environment opted out of (its file gives no node control, or no watch target host):
+ * reported as `skipped`, which meets any expectation, so an environment that must never have a node
+ * crashed by a check (production) can still be smoke-tested and promoted, visibly without those checks.
+ */
+export class SkippedByEnvironment extends Error {}
 
 /** How the checks of node failures crash, drain and restart a node; each resolves when done. */
 export interface NodeControl {
@@ -40,11 +47,14 @@ export class SmokeContext {
   /** Nodes this check crashed or drained: started again when it ends, whatever its outcome. */
   private readonly downed = new Set<string>();
   private database: Pool | undefined;
+  /** Set when the check's time is up: a check still running then may not stop nodes or open peers. */
+  private closed = false;
 
   constructor(readonly target: SmokeTarget) {}
 
   /** The environment's database, for what only it can tell (who fired an occurrence, who owns a watch). */
   db(): Pool {
+    this.ensureOpen();
     this.database ??= createPool(this.target.databaseUrl, { max: 2, applicationName: 'workbench-smoke' });
     return this.database;
   }
@@ -57,8 +67,14 @@ export class SmokeContext {
     return result.rows[0]?.holder;
   }
 
+  private ensureOpen(): void {
+    if (this.closed) throw new Error('the check ran out of time; its context is closed');
+  }
+
   private control() {
-    if (!this.target.control) throw new NotApplicable('the environment does not let checks stop its nodes');
+    this.ensureOpen();
+    if (!this.target.control)
+      throw new SkippedByEnvironment('the environment does not let checks stop its nodes (no control)');
     return this.target.control;
   }
 
@@ -118,6 +134,7 @@ export class SmokeContext {
     member: MemberKeys,
     options: { reconnect?: boolean; sessionId?: string } = {},
   ) {
+    this.ensureOpen();
     const client = new MeshClient({
       urls: (Array.isArray(url) ? url : [url]).map((u) => this.wsUrl(u)),
       meshId: mesh.meshId,
@@ -134,6 +151,7 @@ export class SmokeContext {
 
   /** Closes the check's peers and its database pool, and starts every node it stopped again. */
   async close(): Promise<void> {
+    this.closed = true;
     for (const client of this.clients.splice(0)) client.close();
     const errors: string[] = [];
     for (const nodeId of this.downed) {

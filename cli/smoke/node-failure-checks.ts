@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import type { MeshClient } from '../../client/client.js';
 import type { Frame } from '../../client/frames.js';
 import { type Check, CheckFailed, DELIVERY_WAIT_MS, onTwoNodes } from './check.js';
-import { eventually, NotApplicable } from './context.js';
+import { eventually, NotApplicable, SkippedByEnvironment } from './context.js';
 import { ScheduleWitness, SETTLE_MS, scheduleIn } from './schedule-witness.js';
 
 /** The stated failover time: peers of a killed node are reconnected and have what was sent meanwhile. */
@@ -31,7 +31,12 @@ function ticksOf(peer: MeshClient): Array<{ tick: number; epoch: number; at: num
 async function watchTarget(host: string) {
   let body = 'one';
   const server = createServer((_, response) => response.end(body));
-  await new Promise<void>((resolve) => server.listen(0, host, resolve));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (error) =>
+      reject(new CheckFailed(`cannot serve a watch target on ${host}: ${error.message}`)),
+    );
+    server.listen(0, host, resolve);
+  });
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://${host.includes(':') ? `[${host}]` : host}:${port}/smoke`,
@@ -164,10 +169,13 @@ export const NODE_FAILURE_CHECKS: Check[] = [
     async run(context) {
       context.requireNodeControl();
       const host = context.target.watchTargetHost;
-      if (!host) throw new NotApplicable('no address of this machine the nodes can fetch (watchTargetHost)');
+      if (!host)
+        throw new SkippedByEnvironment('no address of this machine the nodes can fetch (watchTargetHost)');
       const [a, b] = context.target.nodes;
       if (!a || !b) throw new NotApplicable('needs two nodes');
       const target = await watchTarget(host);
+      // The watch is deleted at the end, whatever the outcome, through whichever peer of its member is left.
+      let cleanup: (() => Promise<unknown>) | undefined;
       try {
         const mesh = await context.mesh(1);
         const member = mesh.members[0]!;
@@ -193,6 +201,7 @@ export const NODE_FAILURE_CHECKS: Check[] = [
         const sessionId = creator.sessionId;
         creator.close();
         const moved = await context.peer(context.urlsFrom(b.url), mesh, member, { sessionId });
+        cleanup = () => moved.request({ type: 'watch.delete', watchId });
         const triggers: string[] = [];
         moved.on('watch.triggered', (t) => triggers.push(t.newValue));
         target.change('two');
@@ -219,6 +228,7 @@ export const NODE_FAILURE_CHECKS: Check[] = [
           throw new CheckFailed(`a change after ${owner} (the watch's owner) died was never notified`);
         return `notified after the move, and ${Date.now() - killedAt} ms after ${owner} (its owner) was killed`;
       } finally {
+        await cleanup?.().catch(() => {});
         await target.close();
       }
     },

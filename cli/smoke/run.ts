@@ -5,9 +5,9 @@
  * failure that passes is reported too, so the matrix stays honest.
  */
 import { CHECKS, CheckFailed } from './checks.js';
-import { NotApplicable, SmokeContext, type SmokeTarget } from './context.js';
+import { NotApplicable, SkippedByEnvironment, SmokeContext, type SmokeTarget } from './context.js';
 
-export type Outcome = 'pass' | 'fail' | 'n/a';
+export type Outcome = 'pass' | 'fail' | 'n/a' | 'skipped';
 export type Expectation = 'pass' | 'expected-fail' | 'n/a';
 
 export interface CheckResult {
@@ -47,7 +47,9 @@ async function runOne(
     result =
       error instanceof NotApplicable
         ? { outcome: 'n/a', detail: error.message }
-        : { outcome: 'fail', detail: (error as Error).message };
+        : error instanceof SkippedByEnvironment
+          ? { outcome: 'skipped', detail: error.message }
+          : { outcome: 'fail', detail: (error as Error).message };
   } finally {
     clearTimeout(timer);
   }
@@ -76,12 +78,14 @@ export async function runSmoke(
     const expected = expectations.checks[check.name]?.expect ?? 'pass';
     // A gap cannot show on a cluster too small for its check: n/a meets an expected failure too. A check
     // that is n/a for a phase's own topology (one node in phase 0) must not fail on a bigger cluster.
+    // A check the environment opted out of (`skipped`) meets any expectation; it is printed as such.
     const met =
-      expected === 'expected-fail'
+      outcome === 'skipped' ||
+      (expected === 'expected-fail'
         ? outcome === 'fail' || outcome === 'n/a'
         : expected === 'n/a'
           ? outcome !== 'fail'
-          : outcome === 'pass';
+          : outcome === 'pass');
     results.push({
       name: check.name,
       row: check.row,

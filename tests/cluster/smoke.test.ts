@@ -172,11 +172,23 @@ describe('workbench smoke', () => {
       'audit-chain-intact': 'pass',
       'node-kill-reconnect': 'pass',
     });
+    // Without control in the file (production), the node-failure checks are skipped, visibly, and the run
+    // still meets its expectations.
+    const file = join(operator, 'environments', 'phase3.json');
+    const { control: _, ...uncontrolled } = JSON.parse(readFileSync(file, 'utf8'));
+    writeFileSync(file, JSON.stringify(uncontrolled));
+    const skipped = await runWorkbench(
+      ['smoke', '--phase', '3', '--env', 'phase3', '--only', 'node-kill-reconnect,cross-node-dm'],
+      secrets,
+      operator,
+    );
+    expect(skipped.code, skipped.stdout).toBe(0);
+    expect(outcomes(skipped.stdout)).toEqual({ 'cross-node-dm': 'pass', 'node-kill-reconnect': 'skipped' });
+    expect(skipped.stdout).toContain('no control');
     // Promotion through the file: the environment is at phase 3 already; its policy blocks a move to 2.
     const same = await runWorkbench(['promote', '--env', 'phase3', '--to', '3'], secrets, operator);
     expect(same.code).toBe(1);
     expect(same.stdout).toContain('blocked, nothing changed: already at phase 3');
-    const file = join(operator, 'environments', 'phase3.json');
     writeFileSync(
       file,
       JSON.stringify({ ...JSON.parse(readFileSync(file, 'utf8')), requirePassedIn: 'staging' }),

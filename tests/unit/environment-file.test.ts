@@ -95,7 +95,7 @@ describe('environment files', () => {
     const control = {
       kill: `echo kill {node} >> ${log}`,
       stop: `echo stop {node} >> ${log}`,
-      start: 'exit 3',
+      start: 'echo no such unit >&2; exit 3',
     };
     const environment = withSecrets(() =>
       loadEnvironmentFile(write('controlled', { ...example, control }), 'controlled'),
@@ -103,7 +103,9 @@ describe('environment files', () => {
     await environment.target.control!.kill('broker-2');
     await environment.target.control!.stop('broker-3');
     expect(readFileSync(log, 'utf8')).toBe('kill broker-2\nstop broker-3\n');
-    await expect(environment.target.control!.start('broker-2')).rejects.toThrow('exited with 3');
+    await expect(environment.target.control!.start('broker-2')).rejects.toThrow(
+      'exited with 3: no such unit',
+    );
     await expect(environment.target.control!.kill('x; rm -rf /')).rejects.toThrow('bad node id');
   });
 
