@@ -130,6 +130,8 @@ export class MeshClient extends Emitter<ClientEvents> {
   /** Opens the session; resolves on the first `welcome`, rejects if the broker refuses the hello. */
   connect(): Promise<Welcome> {
     if (this.welcome) return Promise.resolve(this.welcome);
+    // A closed client stays closed: connecting it again would open a socket nobody will close.
+    if (this.stopped) return Promise.reject(new MeshRequestError('closed', 'the client was closed'));
     const promise = new Promise<Welcome>((resolve, reject) => {
       this.firstWelcome = { resolve, reject };
     });

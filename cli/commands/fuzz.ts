@@ -29,6 +29,8 @@ export async function fuzzCommand(argv: string[]): Promise<number> {
   if (!adminToken)
     throw new UsageError('needs --admin-token (or ADMIN_TOKEN) to create the mesh it fuzzes in');
   const seed = values.seed === undefined ? Math.floor(Math.random() * 1e9) : Number(values.seed);
+  const frames = positiveInt('--frames', values.frames, 2000);
+  const requests = positiveInt('--requests', values.requests, 200);
 
   const admin = async (path: string, body: unknown) => {
     const response = await fetch(`${url}${path}`, {
@@ -50,8 +52,8 @@ export async function fuzzCommand(argv: string[]): Promise<number> {
     peer: peer.pubkey,
     adminToken,
     seed,
-    frames: positiveInt('--frames', values.frames, 2000),
-    requests: positiveInt('--requests', values.requests, 200),
+    frames,
+    requests,
   });
   if (values.json) console.log(JSON.stringify(report, null, 2));
   else {

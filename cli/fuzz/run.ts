@@ -70,10 +70,13 @@ class FuzzSocket {
     });
     const fuzzSocket = new FuzzSocket(socket);
     if (hello) {
-      const fields = signHello(options.member, options.meshId, randomUUID());
+      const fields = await signHello(options.member, options.meshId, randomUUID());
       socket.send(JSON.stringify({ type: 'hello', v: 1, ...fields }));
       const welcome = await fuzzSocket.next(5000, () => true);
-      if (welcome?.type !== 'welcome') throw new Error(`no welcome: ${JSON.stringify(welcome)}`);
+      if (welcome?.type !== 'welcome') {
+        fuzzSocket.close();
+        throw new Error(`no welcome: ${JSON.stringify(welcome)}`);
+      }
     }
     return fuzzSocket;
   }
@@ -135,39 +138,42 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
   const frames = badFrames(random, options.frames, options.peer);
   let socket: FuzzSocket | undefined;
   let onSocket = 0;
-  for (const [index, frame] of frames.entries()) {
-    // A fresh socket every FRAMES_PER_SOCKET frames: below the broker's budget of bad frames per socket
-    // (100 a minute, then 4400), so each frame's answer is its own and not the budget's close.
-    if (
-      !frame.beforeHello &&
-      (socket === undefined || socket.closed !== undefined || onSocket >= FRAMES_PER_SOCKET)
-    ) {
-      socket?.close();
-      socket = await FuzzSocket.open(options, true);
-      onSocket = 0;
+  try {
+    for (const [index, frame] of frames.entries()) {
+      // A fresh socket every FRAMES_PER_SOCKET frames: below the broker's budget of bad frames per socket
+      // (100 a minute, then 4400), so each frame's answer is its own and not the budget's close.
+      if (
+        !frame.beforeHello &&
+        (socket === undefined || socket.closed !== undefined || onSocket >= FRAMES_PER_SOCKET)
+      ) {
+        socket?.close();
+        socket = await FuzzSocket.open(options, true);
+        onSocket = 0;
+      }
+      if (!frame.beforeHello) onSocket++;
+      const { answer, closed } = await sendFrame(options, frame, socket);
+      report.frames.sent++;
+      report.frames.byKind[frame.kind.split(' ')[0]!] =
+        (report.frames.byKind[frame.kind.split(' ')[0]!] ?? 0) + 1;
+      const finding = (problem: string) => report.findings.push({ index, kind: frame.kind, problem });
+      if (answer?.type === 'error') {
+        report.frames.errors++;
+        if (answer.code === 'internal') finding(`answered with an internal error: ${String(answer.message)}`);
+        else if (frame.expect === 'close') finding(`expected a close, got error ${String(answer.code)}`);
+      } else if (answer) {
+        finding(`accepted: answered ${JSON.stringify(answer).slice(0, 200)}`);
+      } else if (closed !== undefined) {
+        report.frames.closes++;
+        if (frame.expect === 'close' && closed !== 1009) finding(`closed with ${closed}, expected 1009`);
+        if (frame.expect === 'error' && closed !== 4400)
+          finding(`closed with ${closed} instead of an error frame`);
+      } else {
+        finding('no answer');
+      }
     }
-    if (!frame.beforeHello) onSocket++;
-    const { answer, closed } = await sendFrame(options, frame, socket);
-    report.frames.sent++;
-    report.frames.byKind[frame.kind.split(' ')[0]!] =
-      (report.frames.byKind[frame.kind.split(' ')[0]!] ?? 0) + 1;
-    const finding = (problem: string) => report.findings.push({ index, kind: frame.kind, problem });
-    if (answer?.type === 'error') {
-      report.frames.errors++;
-      if (answer.code === 'internal') finding(`answered with an internal error: ${String(answer.message)}`);
-      else if (frame.expect === 'close') finding(`expected a close, got error ${String(answer.code)}`);
-    } else if (answer) {
-      finding(`accepted: answered ${JSON.stringify(answer).slice(0, 200)}`);
-    } else if (closed !== undefined) {
-      report.frames.closes++;
-      if (frame.expect === 'close' && closed !== 1009) finding(`closed with ${closed}, expected 1009`);
-      if (frame.expect === 'error' && closed !== 4400)
-        finding(`closed with ${closed} instead of an error frame`);
-    } else {
-      finding('no answer');
-    }
+  } finally {
+    socket?.close();
   }
-  socket?.close();
 
   for (const [index, request] of badRequests(random, options.requests, options.adminToken).entries()) {
     report.requests.sent++;
