@@ -3,7 +3,9 @@
  * `set` changes the provider, records the change in the audit chain (once), and pushes "refresh now" to
  * the environment's nodes; `list` shows what the provider says and what each live node acts on.
  */
+import { existsSync } from 'node:fs';
 import { userInfo } from 'node:os';
+import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { createPool } from '../../broker/db/pool.js';
 import { type FlagsAccess, fileFlagsAccess, unleashFlagsAccess } from '../../flags/access.js';
@@ -14,6 +16,7 @@ import { FLAG_KEYS, FLAGS, isFlagKey } from '../../flags/registry.js';
 import type { UnleashAdminOptions } from '../../flags/unleash-admin.js';
 import { parse, UsageError } from '../args.js';
 import { clusterFlagsDir, databaseUrlFor, redisFor } from '../database.js';
+import { loadEnvironmentFile } from '../environments/environment.js';
 
 const OPTIONS = {
   env: { type: 'string' },
@@ -49,6 +52,29 @@ function providerFor(values: Values, environment: string): FlagsAccess {
   return unleashFlagsAccess(admin);
 }
 
+/**
+ * Where an environment's flags, audit and push go: its `environments/E.json` when there is one (its provider,
+ * database and Redis), else the options, the variables and the local cluster as before.
+ */
+function accessFor(values: Values, environment: string) {
+  const file = join(process.cwd(), 'environments', `${environment}.json`);
+  if (existsSync(file)) {
+    const described = loadEnvironmentFile(file, environment);
+    return {
+      provider: described.flags,
+      databaseUrl: described.target.databaseUrl,
+      push: described.push
+        ? { url: described.push.redisUrl, keyPrefix: described.push.keyPrefix }
+        : undefined,
+    };
+  }
+  return {
+    provider: providerFor(values, environment),
+    databaseUrl: databaseUrlFor(values['database-url']),
+    push: redisFor(values['redis-url']),
+  };
+}
+
 export async function flagsCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parse(argv, OPTIONS);
   const [action, ...rest] = positionals;
@@ -69,15 +95,16 @@ async function set(values: Values, environment: string, args: string[]): Promise
   if (state !== 'on' && state !== 'off')
     throw new UsageError(`flag value must be "on" or "off", got "${state}"`);
   const on = state === 'on';
-  const provider = providerFor(values, environment);
+  const { provider, databaseUrl, push } = accessFor(values, environment);
 
-  const pool = createPool(databaseUrlFor(values['database-url']), {
+  const pool = createPool(databaseUrl, {
     max: 2,
     applicationName: 'workbench-flags',
   });
-  const { url, keyPrefix } = redisFor(values['redis-url']);
-  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, enableOfflineQueue: false });
-  redis.on('error', () => {});
+  const redis = push
+    ? new Redis(push.url, { lazyConnect: true, maxRetriesPerRequest: 1, enableOfflineQueue: false })
+    : undefined;
+  redis?.on('error', () => {});
   try {
     const actor = values.actor ?? process.env.WORKBENCH_ACTOR ?? userInfo().username;
     const previous = (await provider.read())[key];
@@ -86,11 +113,15 @@ async function set(values: Values, environment: string, args: string[]): Promise
       { environment, flag: key, value: on, actor, previous },
       () => provider.write(key, on),
     );
-    let pushed = 'not pushed (Redis unreachable; nodes pick it up at their next poll)';
+    let pushed = redis
+      ? 'not pushed (Redis unreachable; nodes pick it up at their next poll)'
+      : 'not pushed (the environment has no push channel; nodes pick it up at their next poll)';
     try {
-      await redis.connect();
-      const nodes = await publishRefresh(redis, keyPrefix, environment, { flag: key, value: on });
-      pushed = `pushed to ${nodes} subscriber${nodes === 1 ? '' : 's'} (nodes of ${environment})`;
+      if (redis && push) {
+        await redis.connect();
+        const nodes = await publishRefresh(redis, push.keyPrefix, environment, { flag: key, value: on });
+        pushed = `pushed to ${nodes} subscriber${nodes === 1 ? '' : 's'} (nodes of ${environment})`;
+      }
     } catch {
       // the poll is the backstop
     }
@@ -101,7 +132,7 @@ async function set(values: Values, environment: string, args: string[]): Promise
     );
     return 0;
   } finally {
-    redis.disconnect();
+    redis?.disconnect();
     await pool.end();
   }
 }
@@ -117,8 +148,9 @@ interface NodeRow {
 
 async function list(values: Values, environment: string, args: string[]): Promise<number> {
   if (args.length > 0) throw new UsageError(`unexpected argument "${args[0]}"`);
-  const desired = await providerFor(values, environment).read();
-  const pool = createPool(databaseUrlFor(values['database-url']), {
+  const access = accessFor(values, environment);
+  const desired = await access.provider.read();
+  const pool = createPool(access.databaseUrl, {
     max: 2,
     applicationName: 'workbench-flags',
   });

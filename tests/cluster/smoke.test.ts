@@ -196,6 +196,10 @@ describe('workbench smoke', () => {
     const policy = await runWorkbench(['promote', '--env', 'phase3', '--to', '2'], secrets, operator);
     expect(policy.code).toBe(1);
     expect(policy.stdout).toContain('policy: phase 2 has not passed in staging yet');
+    // Flags of the environment through its file: its provider, its database, its nodes.
+    const listed = await runWorkbench(['flags', 'list', '--env', 'phase3', '--json'], secrets, operator);
+    expect(listed.code, listed.stderr).toBe(0);
+    expect(JSON.parse(listed.stdout).nodes).toEqual(['broker-1', 'broker-2', 'broker-3']);
     const status = await runWorkbench(['status', '--env', 'phase3'], secrets, operator);
     expect(status.code, status.stdout + status.stderr).toBe(0);
     expect(status.stdout).toMatch(/broker-1\s+ok/);
