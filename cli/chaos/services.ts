@@ -168,7 +168,10 @@ export class ThrowawayRedis {
     const deadline = Date.now() + 10_000;
     while (!(await this.answers())) {
       if (child.exitCode !== null) throw new Error(`redis-server on port ${this.port} exited while starting`);
-      if (Date.now() > deadline) throw new Error('timed out after 10000 ms waiting for redis-server up');
+      if (Date.now() > deadline) {
+        await this.stop(); // never leave a server behind that nobody will stop
+        throw new Error('timed out after 10000 ms waiting for redis-server up');
+      }
       await new Promise((resolve) => setTimeout(resolve, 25));
     }
   }
