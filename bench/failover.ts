@@ -7,21 +7,14 @@
  * tests (FAST_CLUSTER) on both clusters.
  */
 import { performance } from 'node:perf_hooks';
+import { FAST_CLUSTER } from '../cli/cluster/fast-timings.js';
 import { MeshClient } from '../client/client.js';
 import type { Frame } from '../client/frames.js';
 import { type OurCluster, startOurCluster } from './lib/cluster.js';
 import type { Broker } from './lib/processes.js';
 import { median, percentiles, round } from './lib/stats.js';
 
-const FAST = {
-  HEARTBEAT_MS: '500',
-  PRESENCE_GRACE_MS: '1000',
-  NODE_DEAD_MS: '1500',
-  SWEEP_MS: '300',
-  SWEEP_MIN_AGE_MS: '200',
-  FLAGS_POLL_MS: '500',
-  CLOCK_TICK_MS: '100',
-};
+const FAST = { ...FAST_CLUSTER, CLOCK_TICK_MS: '100' };
 
 export interface FailoverResult {
   reconnect: {

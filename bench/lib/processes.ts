@@ -4,15 +4,17 @@
  * `killAll` (run.ts calls it in `finally` and on exit). tests/helpers has similar helpers, but tests/ is not
  * part of the build, and bench must run from dist/ alone.
  */
+
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createConnection, createServer } from 'node:net';
+import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { runMigrations } from '../../broker/db/migrate.js';
 import { packageRoot } from '../../broker/paths.js';
+import { freePort } from '../../cli/ports.js';
 import { renderFlagsDocument } from '../../flags/document.js';
 import { defaultFlagValues, type FlagKey } from '../../flags/registry.js';
 
@@ -69,16 +71,7 @@ process.on('exit', () => {
   for (const child of children) child.kill('SIGKILL');
 });
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
+export { freePort };
 
 export async function waitUntil(
   what: string,

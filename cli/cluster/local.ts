@@ -8,10 +8,10 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { ensureDatabase, runMigrations } from '../../broker/db/migrate.js';
 import { packageRoot } from '../../broker/paths.js';
+import { freePort } from '../ports.js';
 import { haproxyConfig } from './haproxy.js';
 import { readTraefik, type TraefikConfig } from './traefik.js';
 import { chooseLoadBalancer, localDynamicConfig, localStaticConfig } from './traefik-local.js';
@@ -87,17 +87,6 @@ export function alive(pid: number): boolean {
   } catch {
     return false;
   }
-}
-
-function freePort(preferred?: number): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.once('error', () => resolve(freePort()));
-    server.listen(preferred ?? 0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
 }
 
 async function waitHealthy(url: string, timeoutMs: number, isDead: () => boolean): Promise<void> {

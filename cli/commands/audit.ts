@@ -1,6 +1,6 @@
 import { verifyMesh } from '../../broker/audit/verify.js';
 import { createPool } from '../../broker/db/pool.js';
-import { parse, positiveInt, UsageError } from '../args.js';
+import { parse, portOption, positiveInt, UsageError } from '../args.js';
 import { databaseUrlFor } from '../database.js';
 import { runVerifier } from '../verifier/run.js';
 
@@ -34,7 +34,7 @@ export async function auditCommand(argv: string[]): Promise<number> {
       intervalMs: positiveInt('--interval-ms', values['interval-ms'], 1000),
       rescanMs: positiveInt('--rescan-ms', values['rescan-ms'], 300_000),
       host: values.host ?? '127.0.0.1',
-      port: portNumber(values['metrics-port']),
+      port: portOption('--metrics-port', values['metrics-port'], VERIFIER_METRICS_PORT),
     });
   }
   for (const option of ['interval-ms', 'rescan-ms', 'metrics-port', 'host'] as const) {
@@ -83,10 +83,5 @@ export async function auditCommand(argv: string[]): Promise<number> {
   }
 }
 
-/** The verifier's metrics port: 0 to 65535 (0 picks a free one, printed at start); default 9464. */
-function portNumber(value: string | undefined): number {
-  if (value === undefined) return 9464;
-  if (!/^\d+$/.test(value) || Number(value) > 65535)
-    throw new UsageError('--metrics-port must be a port number (0-65535)');
-  return Number(value);
-}
+/** The verifier's metrics port by default (0 picks a free one, printed at start). */
+const VERIFIER_METRICS_PORT = 9464;

@@ -4,18 +4,9 @@
  * one line per property. Exit 0 when every property holds, 1 on a violation (or a run that could not be
  * made), 2 when called wrongly. The same seed gives the same faults at the same times on the same nodes.
  */
-import { parse, UsageError } from '../args.js';
+import { durationOption, parse, UsageError } from '../args.js';
 import { maxFaults } from '../chaos/faults.js';
 import { type ChaosReport, planFor, runChaos } from '../chaos/run.js';
-
-/** `30s`, `2m`, `500ms` or plain seconds (as `workbench load --duration`). */
-function duration(value: string | undefined, fallbackMs: number): number {
-  if (value === undefined) return fallbackMs;
-  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(value);
-  if (!match) throw new UsageError('--duration must be a duration such as 60s, 30m or 2h');
-  const unit = { ms: 1, s: 1000, m: 60_000, h: 3600_000 }[match[2] ?? 's']!;
-  return Number(match[1]) * unit;
-}
 
 export async function chaosCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parse(argv, {
@@ -29,7 +20,7 @@ export async function chaosCommand(argv: string[]): Promise<number> {
   if (values.seed === undefined) throw new UsageError('--seed S is required (a whole number below 1e9)');
   if (!/^\d{1,9}$/.test(values.seed)) throw new UsageError('--seed must be a whole number below 1e9');
   const seed = Number(values.seed);
-  const durationMs = duration(values.duration, 120_000);
+  const durationMs = durationOption('--duration', values.duration, 120_000);
   if (durationMs < 30_000 || durationMs > 24 * 3600_000)
     throw new UsageError('--duration must be from 30s to 24h');
   const most = maxFaults(durationMs);

@@ -1,13 +1,6 @@
-import { parse, positiveInt, UsageError } from '../args.js';
+import { parse, portOption, positiveInt, UsageError } from '../args.js';
 import { down, startNode, stopNode, up } from '../cluster/local.js';
 import { DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL } from '../database.js';
-
-/** A TCP port; 0 asks for any free one. */
-function portNumber(text: string): number {
-  if (!/^\d+$/.test(text) || Number(text) > 65535)
-    throw new UsageError('--port must be a port number (0 for any free port)');
-  return Number(text);
-}
 
 /**
  * `workbench up [--phase N] [--nodes K] [--port P] [--lb haproxy|traefik]`: a local cluster of the phase,
@@ -36,7 +29,7 @@ export async function upCommand(argv: string[]): Promise<number> {
     nodes: values.nodes === undefined ? undefined : positiveInt('--nodes', values.nodes, 1),
     environment: values.env,
     flagsPhase: values['flags-phase'] === undefined ? undefined : Number(values['flags-phase']),
-    port: values.port === undefined ? undefined : portNumber(values.port),
+    port: portOption('--port', values.port),
     databaseUrl: values['database-url'] ?? process.env.DATABASE_URL ?? DEFAULT_DATABASE_URL,
     redisUrl: values['redis-url'] ?? process.env.REDIS_URL ?? DEFAULT_REDIS_URL,
     log: (line) => console.log(line),

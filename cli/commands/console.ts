@@ -8,7 +8,7 @@ import { userInfo } from 'node:os';
 import { Redis } from 'ioredis';
 import { createPool } from '../../broker/db/pool.js';
 import { fileFlagsAccess } from '../../flags/access.js';
-import { parse, UsageError } from '../args.js';
+import { parse, portOption, UsageError } from '../args.js';
 import { readCluster } from '../cluster/local.js';
 import { flipFlag } from '../console/flag-flip.js';
 import { startConsoleServer } from '../console/server.js';
@@ -16,17 +16,10 @@ import { ClusterWatcher } from '../console/snapshot.js';
 
 export const DEFAULT_CONSOLE_PORT = 8090;
 
-function portNumber(value: string | undefined): number {
-  if (value === undefined) return DEFAULT_CONSOLE_PORT;
-  if (!/^\d+$/.test(value) || Number(value) > 65535)
-    throw new UsageError('--port must be a port number (0-65535; 0 picks a free one)');
-  return Number(value);
-}
-
 export async function consoleCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parse(argv, { port: { type: 'string' } });
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
-  const port = portNumber(values.port);
+  const port = portOption('--port', values.port, DEFAULT_CONSOLE_PORT);
   const cluster = readCluster();
   if (!cluster)
     throw new Error('no local cluster here (.workbench/cluster.json): start one with "workbench up"');

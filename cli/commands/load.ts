@@ -4,7 +4,7 @@
  * after SDK dedup, in each sender's order. Prints one summary line (or `--json`); exits 1 when anything was
  * lost, duplicated or reordered, 2 when called wrongly (before anything is created).
  */
-import { parse, UsageError } from '../args.js';
+import { durationOption, parse, UsageError } from '../args.js';
 import { DeliveryChecker, type Kind } from '../load/checker.js';
 import { generateLoad } from '../load/generator.js';
 import { buildReport, summaryLine } from '../load/report.js';
@@ -23,16 +23,6 @@ function wholeInRange(name: string, value: string | undefined, fallback: number,
   if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max)
     throw new UsageError(`${name} must be a whole number from ${min} to ${max}`);
   return Number(value);
-}
-
-/** `30s`, `2m`, `500ms` or plain seconds. */
-function duration(name: string, value: string | undefined, fallbackMs: number): number {
-  if (value === undefined) return fallbackMs;
-  const match = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(value);
-  if (!match) throw new UsageError(`${name} must be a duration such as 30s, 2m or 500ms`);
-  const ms = Number(match[1]) * (match[2] === 'ms' ? 1 : match[2] === 'm' ? 60_000 : 1000);
-  if (ms <= 0 || ms > 24 * 3600_000) throw new UsageError(`${name} must be more than 0 and at most 24h`);
-  return ms;
 }
 
 export async function loadCommand(argv: string[]): Promise<number> {
@@ -63,9 +53,9 @@ export async function loadCommand(argv: string[]): Promise<number> {
   };
   if (rates.dm + rates.broadcast + rates.stream === 0)
     throw new UsageError('every rate is 0: nothing to send');
-  const durationMs = duration('--duration', values.duration, 10_000);
+  const durationMs = durationOption('--duration', values.duration, 10_000);
   const maxMessages = wholeInRange('--max-messages', values['max-messages'], 100_000, 1, 10_000_000);
-  const drainMs = duration('--drain', values.drain, 5000);
+  const drainMs = durationOption('--drain', values.drain, 5000);
   const target = resolveTarget({
     url: values.url,
     nodes: values.nodes,

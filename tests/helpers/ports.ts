@@ -1,1 +1,1 @@
-export { freePort } from '../../cli/chaos/services.js';
+export { freePort } from '../../cli/ports.js';
