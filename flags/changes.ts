@@ -4,6 +4,7 @@
  */
 import { appendInTransaction } from '../broker/audit/audit.shared.js';
 import { inTransaction, type Pool, type PoolClient } from '../broker/db/pool.js';
+import type { FlagsAccess } from './access.js';
 import { FLAGS, type FlagKey } from './registry.js';
 
 /** Flag changes are cluster-wide, not a mesh's: they go on their own chain, under this id. */
@@ -68,4 +69,17 @@ async function insertState(client: PoolClient, change: FlagChange): Promise<void
      ON CONFLICT (environment, flag) DO UPDATE SET value = excluded.value, changed_by = excluded.changed_by, changed_at = now()`,
     [change.environment, change.flag, change.value, change.actor],
   );
+}
+
+/**
+ * The one way a flag is changed at a provider (CLI, promotion, console, chaos): the provider's current
+ * value read as what the change is from, the write made under the flag's lock, the change audited once.
+ */
+export async function changeFlag(
+  pool: Pool,
+  provider: FlagsAccess,
+  change: Omit<FlagChange, 'previous'>,
+): Promise<{ changed: boolean; from: boolean }> {
+  const previous = (await provider.read())[change.flag];
+  return recordFlagChange(pool, { ...change, previous }, () => provider.write(change.flag, change.value));
 }

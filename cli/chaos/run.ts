@@ -7,11 +7,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
 import { createPool, type Pool } from '../../broker/db/pool.js';
 import { fileFlagsAccess } from '../../flags/access.js';
-import { recordFlagChange } from '../../flags/changes.js';
-import { publishRefresh } from '../../flags/refresh-bus.js';
+import { changeFlag } from '../../flags/changes.js';
+import { pushRefreshOnce } from '../../flags/refresh-bus.js';
 import { type FlagKey, isFlagKey } from '../../flags/registry.js';
 import { FAST_CLUSTER } from '../cluster/fast-timings.js';
 import { type ClusterFile, down, startNode, stopNode, up } from '../cluster/local.js';
@@ -234,32 +233,16 @@ function faultTargets(
     // then "refresh now" pushed to the nodes (their poll is the backstop).
     setFlag: async (flag, on) => {
       if (!isFlagKey(flag)) throw new Error(`unknown flag ${flag}`);
-      const previous = (await flags.read())[flag as FlagKey];
-      await recordFlagChange(
-        pool,
-        {
-          environment: cluster.flagsEnv,
-          flag: flag as FlagKey,
-          value: on,
-          actor: 'workbench-chaos',
-          previous,
-        },
-        () => flags.write(flag as FlagKey, on),
-      );
-      const client = new Redis(redis.url, {
-        lazyConnect: true,
-        maxRetriesPerRequest: 1,
-        enableOfflineQueue: false,
+      await changeFlag(pool, flags, {
+        environment: cluster.flagsEnv,
+        flag: flag as FlagKey,
+        value: on,
+        actor: 'workbench-chaos',
       });
-      client.on('error', () => {});
-      try {
-        await client.connect();
-        await publishRefresh(client, cluster.redisKeyPrefix, cluster.flagsEnv, { flag, value: on });
-      } catch {
-        // the nodes' poll (FLAGS_POLL_MS) picks it up
-      } finally {
-        client.disconnect();
-      }
+      await pushRefreshOnce({ redisUrl: redis.url, keyPrefix: cluster.redisKeyPrefix }, cluster.flagsEnv, {
+        flag,
+        value: on,
+      });
     },
   };
 }

@@ -6,12 +6,11 @@
 import { existsSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
 import { createPool } from '../../broker/db/pool.js';
 import { type FlagsAccess, fileFlagsAccess, unleashFlagsAccess } from '../../flags/access.js';
-import { recordFlagChange } from '../../flags/changes.js';
+import { changeFlag } from '../../flags/changes.js';
 import { defaultFlagsDir } from '../../flags/file-store.js';
-import { publishRefresh } from '../../flags/refresh-bus.js';
+import { pushRefreshOnce } from '../../flags/refresh-bus.js';
 import { FLAG_KEYS, FLAGS, isFlagKey } from '../../flags/registry.js';
 import type { UnleashAdminOptions } from '../../flags/unleash-admin.js';
 import { parse, UsageError } from '../args.js';
@@ -63,15 +62,13 @@ function accessFor(values: Values, environment: string) {
     return {
       provider: described.flags,
       databaseUrl: described.target.databaseUrl,
-      push: described.push
-        ? { url: described.push.redisUrl, keyPrefix: described.push.keyPrefix }
-        : undefined,
+      push: described.push,
     };
   }
   return {
     provider: providerFor(values, environment),
     databaseUrl: databaseUrlFor(values['database-url']),
-    push: redisFor(values['redis-url']),
+    push: (({ url, keyPrefix }) => ({ redisUrl: url, keyPrefix }))(redisFor(values['redis-url'])),
   };
 }
 
@@ -101,30 +98,15 @@ async function set(values: Values, environment: string, args: string[]): Promise
     max: 2,
     applicationName: 'workbench-flags',
   });
-  const redis = push
-    ? new Redis(push.url, { lazyConnect: true, maxRetriesPerRequest: 1, enableOfflineQueue: false })
-    : undefined;
-  redis?.on('error', () => {});
   try {
     const actor = values.actor ?? process.env.WORKBENCH_ACTOR ?? userInfo().username;
-    const previous = (await provider.read())[key];
-    const { changed, from } = await recordFlagChange(
-      pool,
-      { environment, flag: key, value: on, actor, previous },
-      () => provider.write(key, on),
-    );
-    let pushed = redis
-      ? 'not pushed (Redis unreachable; nodes pick it up at their next poll)'
-      : 'not pushed (the environment has no push channel; nodes pick it up at their next poll)';
-    try {
-      if (redis && push) {
-        await redis.connect();
-        const nodes = await publishRefresh(redis, push.keyPrefix, environment, { flag: key, value: on });
-        pushed = `pushed to ${nodes} subscriber${nodes === 1 ? '' : 's'} (nodes of ${environment})`;
-      }
-    } catch {
-      // the poll is the backstop
-    }
+    const { changed, from } = await changeFlag(pool, provider, { environment, flag: key, value: on, actor });
+    const nodes = push ? await pushRefreshOnce(push, environment, { flag: key, value: on }) : undefined;
+    const pushed = !push
+      ? 'not pushed (the environment has no push channel; nodes pick it up at their next poll)'
+      : nodes === undefined
+        ? 'not pushed (Redis unreachable; nodes pick it up at their next poll)'
+        : `pushed to ${nodes} subscriber${nodes === 1 ? '' : 's'} (nodes of ${environment})`;
     console.log(
       changed
         ? `${key}: ${from ? 'on' : 'off'} → ${state} in ${environment} (${provider.describe}); audited as ${actor}; ${pushed}`
@@ -132,7 +114,6 @@ async function set(values: Values, environment: string, args: string[]): Promise
     );
     return 0;
   } finally {
-    redis?.disconnect();
     await pool.end();
   }
 }

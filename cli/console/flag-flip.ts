@@ -7,7 +7,7 @@
 import type { Redis } from 'ioredis';
 import type { Pool } from '../../broker/db/pool.js';
 import type { FlagsAccess } from '../../flags/access.js';
-import { recordFlagChange } from '../../flags/changes.js';
+import { changeFlag } from '../../flags/changes.js';
 import { publishRefresh } from '../../flags/refresh-bus.js';
 import { FLAG_KEYS, type FlagKey, isFlagKey } from '../../flags/registry.js';
 
@@ -56,12 +56,12 @@ export async function flipFlag(
   actor: string,
 ): Promise<FlipOutcome> {
   const { flag, value } = request;
-  const previous = (await deps.flags.read())[flag];
-  const { changed } = await recordFlagChange(
-    deps.pool,
-    { environment: deps.environment, flag, value, actor, previous },
-    () => deps.flags.write(flag, value),
-  );
+  const { changed, from: previous } = await changeFlag(deps.pool, deps.flags, {
+    environment: deps.environment,
+    flag,
+    value,
+    actor,
+  });
   let pushedTo: number | undefined;
   try {
     pushedTo = await publishRefresh(deps.redis, deps.redisKeyPrefix, deps.environment, { flag, value });

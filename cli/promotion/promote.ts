@@ -7,12 +7,11 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
 import { appendSerialized } from '../../broker/audit/audit.shared.js';
 import { createPool, type Pool } from '../../broker/db/pool.js';
 import { packageRoot } from '../../broker/paths.js';
-import { CLUSTER_CHAIN_ID, recordFlagChange } from '../../flags/changes.js';
-import { publishRefresh } from '../../flags/refresh-bus.js';
+import { CLUSTER_CHAIN_ID, changeFlag } from '../../flags/changes.js';
+import { pushRefreshOnce } from '../../flags/refresh-bus.js';
 import { FLAG_KEYS, type FlagValues, phasePreset } from '../../flags/registry.js';
 import { type Environment, NODE_TIMEOUT_MS } from '../environments/environment.js';
 import { type CheckResult, type Expectations, runSmoke } from '../smoke/run.js';
@@ -76,27 +75,15 @@ async function applyPreset(
   const current = await environment.flags.read();
   for (const flag of FLAG_KEYS) {
     if (current[flag] === values[flag]) continue;
-    const change = {
+    await changeFlag(pool, environment.flags, {
       environment: environment.name,
       flag,
       value: values[flag],
       actor,
-      previous: current[flag],
-    };
-    await recordFlagChange(pool, change, () => environment.flags.write(flag, values[flag]));
+    });
   }
-  if (environment.push) {
-    const redis = new Redis(environment.push.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
-    redis.on('error', () => {});
-    try {
-      await redis.connect();
-      await publishRefresh(redis, environment.push.keyPrefix, environment.name, { preset: true });
-    } catch {
-      // the nodes' poll applies it
-    } finally {
-      redis.disconnect();
-    }
-  }
+  // Without a push (or with Redis away) the nodes' poll applies it.
+  if (environment.push) await pushRefreshOnce(environment.push, environment.name, { preset: true });
   const deadline = Date.now() + 15_000;
   for (;;) {
     const acting = await Promise.all(
