@@ -7,7 +7,16 @@
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { copyFileSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { ensureDatabase, runMigrations } from '../../broker/db/migrate.js';
 import { packageRoot } from '../../broker/paths.js';
@@ -80,12 +89,22 @@ export function readCluster(cwd = process.cwd()): ClusterFile | undefined {
   return existsSync(path) ? (JSON.parse(readFileSync(path, 'utf8')) as ClusterFile) : undefined;
 }
 
+/**
+ * Whether a process the cluster started still runs. A pid in cluster.json may have been reused by an
+ * unrelated process since (after a reboot, say): where /proc tells, it must still be a broker or a load
+ * balancer, so `down` and `node kill` never signal a stranger.
+ */
 export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch {
     return false;
+  }
+  try {
+    const command = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+    return /main\.js\0broker|haproxy|traefik/.test(command);
+  } catch {
+    return true; // no /proc here: trust the pid
   }
 }
 
@@ -268,6 +287,7 @@ function startLoadBalancer(
   }
   const lb = spawn(kind, args, { cwd, detached: true, stdio: ['ignore', log, log] });
   lb.unref();
+  closeSync(log); // the child has its own copy; ours would leak one descriptor per start
   return lb;
 }
 
@@ -303,6 +323,7 @@ function spawnBroker(base: BrokerBase, id: string, port: number): ChildProcess {
     stdio: ['ignore', logFd, logFd],
   });
   child.unref();
+  closeSync(logFd); // the child has its own copy; ours would leak one descriptor per (re)start
   return child;
 }
 
