@@ -7,9 +7,7 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
 bash scripts/require-services.sh
-bash scripts/require-haproxy.sh
-bash scripts/require-prometheus.sh
-bash scripts/require-chromium.sh
+bash scripts/require-packages.sh haproxy prometheus chromium
 
 echo "test: lint and format (biome)"
 npx biome check .

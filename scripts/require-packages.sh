@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The Debian packages the project runs for real, installed when missing (one apt-get update for all):
+#   haproxy     the local load balancer (`workbench up`, the cluster tests)
+#   prometheus  Prometheus and promtool: the dashboard's queries and the shipped configs are checked for
+#               real (tests/cluster/prometheus.test.ts); the package's service is not started
+#   chromium    the console's browser tests, headless, driven by playwright-core (which downloads no browser)
+# The machines of this project run as root; elsewhere it says what to install.
+# Usage: scripts/require-packages.sh PACKAGE...
+set -euo pipefail
+
+present() {
+  case "$1" in
+    haproxy) command -v haproxy >/dev/null ;;
+    prometheus) command -v prometheus >/dev/null && command -v promtool >/dev/null ;;
+    chromium) [ -x /usr/bin/chromium ] ;;
+    *) echo "require-packages: unknown package $1" >&2; exit 2 ;;
+  esac
+}
+
+missing=()
+for package in "$@"; do present "$package" || missing+=("$package"); done
+[ "${#missing[@]}" -eq 0 ] && exit 0
+
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "setup: installing ${missing[*]} (apt-get)"
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "missing: ${missing[*]}: apt-get update && apt-get install -y --no-install-recommends ${missing[*]}" >&2
+  exit 1
+fi
