@@ -81,6 +81,11 @@ export class Connection {
     else this.sendDurable(message);
   }
 
+  /** Whether a backlog replay is running (live messages are waiting behind it). */
+  get catchingUpNow(): boolean {
+    return this.catchingUp !== undefined;
+  }
+
   /** From now until `endCatchUp`, live messages wait; the backlog goes out through `replay`. Call before
    * the connection becomes visible to delivery. */
   beginCatchUp(): void {

@@ -1,6 +1,6 @@
 import type { Bus } from '../bus/bus.js';
 import { secondsSince } from '../bus/latency.js';
-import type { DurableFrame } from '../connections/connection.js';
+import type { Connection, DurableFrame } from '../connections/connection.js';
 import type { ConnectionRegistry } from '../connections/registry.js';
 import type { Logger } from '../log.js';
 import type { Delivery } from './delivery.js';
@@ -29,9 +29,11 @@ export interface SharedDeliveryOptions {
  * - every `sweepMs`, each node re-offers to its sessions what their members still owe (unacked, older
  *   than `sweepMinAgeMs`) and that socket was not already sent: a lost wake-up costs at most
  *   sweepMinAgeMs + sweepMs, and with Redis down delivery runs on the sweep alone. The SDK drops repeats.
- * - after the bus reconnects, a sweep runs at once.
- * Order: the live paths keep a sender's order; a message that only the sweep delivers can arrive after
- * later ones of the same sender (the SDK sees `sentAt` and `messageId` to reorder if it must).
+ * - after the bus reconnects, and when the row turns shared, every session here catches up in order: live
+ *   messages wait while what its member is owed is replayed oldest first (what was published while this
+ *   node was not listening, or accepted while delivery was per node, comes before anything newer).
+ * Order: the live paths keep a sender's order; a message that only the periodic sweep delivers (its
+ * wake-up lost without this node noticing) can still arrive after later ones of the same sender.
  */
 export class SharedDelivery implements Delivery {
   private sweeper: NodeJS.Timeout | undefined;
@@ -44,13 +46,48 @@ export class SharedDelivery implements Delivery {
       options.delivered('remote', count);
       if (typeof payload.publishedAt === 'number') options.fanoutLatency(secondsSince(payload.publishedAt));
     });
-    options.bus.onReconnect(() => void this.sweep());
+    options.bus.onReconnect(() => this.catchUpAll());
   }
 
   /** Starts the sweep (the switch calls it when the row goes shared). */
   start(): void {
     this.sweeper ??= setInterval(() => void this.sweep(), this.options.sweepMs);
     this.sweeper.unref();
+    // Messages accepted while delivery was per node may be owed here: they go first.
+    this.catchUpAll();
+  }
+
+  /**
+   * Every session of this node gets what its member is owed, oldest first, before any live message that
+   * arrives from now on. The catch-up begins for all of them synchronously (before the bus hands over a
+   * newer message); a session already catching up (it just said hello) is left to its own replay.
+   */
+  private catchUpAll(): void {
+    const { connections } = this.options;
+    for (const memberId of connections.memberIds()) {
+      for (const connection of connections.ofMember(memberId)) {
+        if (connection.catchingUpNow) continue;
+        connection.beginCatchUp();
+        void this.replayOwed(connection, memberId);
+      }
+    }
+  }
+
+  private async replayOwed(connection: Connection, memberId: number): Promise<void> {
+    let count = 0;
+    try {
+      for await (const message of this.options.store.pending(memberId)) {
+        if (!connection.isOpen) return;
+        if (connection.hasDelivered(message.messageId)) continue;
+        connection.replay(message);
+        count++;
+      }
+    } catch (error) {
+      this.options.log.warn({ err: error }, 'catch-up failed; the sweep re-offers what is owed');
+    } finally {
+      connection.endCatchUp();
+      if (count > 0) this.options.delivered('sweep', count);
+    }
   }
 
   /** Stops the sweep (the row went back to local); remote deliveries are still handed to local sockets. */
