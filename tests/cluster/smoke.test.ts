@@ -72,6 +72,10 @@ describe('workbench smoke', () => {
     expect(result.code, result.stdout).toBe(0);
     expect(lines(result.stdout)).toHaveLength(16);
     expect(lines(result.stdout).every((l) => l.split(/\s+/)[1] === 'pass')).toBe(true);
+    // The checks leave nothing behind in the environment: the watch check deleted its watch.
+    const { db } = started.find((entry) => entry.cwd === cwd)!;
+    const watches = await db.query('SELECT count(*)::int AS n FROM watches WHERE deleted_at IS NULL');
+    expect(watches.rows[0]?.n).toBe(0);
     const strict = await runWorkbench(
       [
         'smoke',

@@ -1,5 +1,6 @@
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -122,6 +123,31 @@ describe('workbench CLI', () => {
       expect(result.stderr).toContain('no traefik binary on PATH');
       expect(existsSync(join(cwd, '.workbench', 'cluster.json'))).toBe(false);
     } finally {
+      rmSync(cwd, { recursive: true, force: true });
+    }
+  });
+
+  it('down never signals a process that merely reuses a pid of cluster.json', async () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'wb-stale-pids-'));
+    const stranger = spawn('sleep', ['60'], { stdio: 'ignore' });
+    try {
+      mkdirSync(join(cwd, '.workbench'));
+      writeFileSync(
+        join(cwd, '.workbench', 'cluster.json'),
+        JSON.stringify({
+          phase: 3,
+          lb: { url: 'http://127.0.0.1:1', pid: stranger.pid },
+          nodes: [{ id: 'broker-1', url: 'http://127.0.0.1:2', pid: stranger.pid }],
+          databaseUrl: databaseUrl,
+        }),
+      );
+      const result = await runWorkbench(['down'], {}, cwd);
+      expect(result.code, result.stderr).toBe(0);
+      expect(stranger.exitCode).toBeNull();
+      expect(stranger.signalCode).toBeNull();
+      process.kill(stranger.pid!, 0); // still there
+    } finally {
+      stranger.kill('SIGKILL');
       rmSync(cwd, { recursive: true, force: true });
     }
   });
