@@ -76,17 +76,13 @@ export class ThrowawayPostgres {
     return `-p ${this.port} -k ${this.dir} -c listen_addresses=127.0.0.1 -c fsync=off`;
   }
 
+  /** pg_ctl's arguments to start or restart this cluster (its data folder, options, log). */
+  private pgCtl(...action: string[]): string[] {
+    return ['-D', join(this.dir, 'data'), '-o', this.options, '-l', join(this.dir, 'log'), ...action];
+  }
+
   start(): void {
-    asPostgres('pg_ctl', [
-      '-D',
-      join(this.dir, 'data'),
-      '-o',
-      this.options,
-      '-l',
-      join(this.dir, 'log'),
-      '-w',
-      'start',
-    ]);
+    asPostgres('pg_ctl', this.pgCtl('-w', 'start'));
   }
 
   /**
@@ -94,18 +90,7 @@ export class ThrowawayPostgres {
    * Asynchronous, so the caller's own clients keep running while the server is down.
    */
   restart(): Promise<void> {
-    const args = [
-      '-D',
-      join(this.dir, 'data'),
-      '-o',
-      this.options,
-      '-l',
-      join(this.dir, 'log'),
-      '-m',
-      'fast',
-      '-w',
-      'restart',
-    ];
+    const args = this.pgCtl('-m', 'fast', '-w', 'restart');
     return new Promise((resolve, reject) => {
       execFile('runuser', ['-u', 'postgres', '--', join(postgresBinDir(), 'pg_ctl'), ...args], (error) =>
         error ? reject(error) : resolve(),

@@ -76,16 +76,7 @@ export async function spawnBrokerProcess(
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let output = '';
-  child.stdout!.on('data', (chunk) => {
-    output += chunk;
-  });
-  child.stderr!.on('data', (chunk) => {
-    output += chunk;
-  });
-  const exited = new Promise<number | string | null>((resolve) =>
-    child.on('exit', (code, signal) => resolve(code ?? signal)),
-  );
+  const { output, exited } = captured(child);
   const url = `http://127.0.0.1:${port}`;
   let gone = false;
   void exited.then(() => {
@@ -93,7 +84,7 @@ export async function spawnBrokerProcess(
   });
   await waitFor(
     async () => {
-      if (gone) throw new Error(`broker exited during start:\n${output}`);
+      if (gone) throw new Error(`broker exited during start:\n${output()}`);
       return fetch(`${url}/health`).then(
         (r) => r.status === 200,
         () => false,
@@ -101,5 +92,23 @@ export async function spawnBrokerProcess(
     },
     { timeoutMs: 20_000, what: `node ${nodeId} healthy` },
   );
-  return { process: child, nodeId, url, wsUrl: `ws://127.0.0.1:${port}/ws`, output: () => output, exited };
+  return { process: child, nodeId, url, wsUrl: `ws://127.0.0.1:${port}/ws`, output, exited };
+}
+
+/** A child process's stdout and stderr together, and its end (exit code or signal name). */
+export function captured(child: ChildProcess): {
+  output: () => string;
+  exited: Promise<number | string | null>;
+} {
+  let output = '';
+  child.stdout?.on('data', (chunk) => {
+    output += chunk;
+  });
+  child.stderr?.on('data', (chunk) => {
+    output += chunk;
+  });
+  const exited = new Promise<number | string | null>((resolve) =>
+    child.on('exit', (code, signal) => resolve(code ?? signal)),
+  );
+  return { output: () => output, exited };
 }

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { WORKBENCH } from './cli.js';
+import { captured, WORKBENCH } from './cli.js';
 import { freePort } from './ports.js';
 import { waitFor } from './wait.js';
 
@@ -32,20 +32,11 @@ export async function startVerifier(databaseUrl: string, args: string[] = []): P
     ],
     { env: { ...process.env, NODE_ID: `verifier-${port}` }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
-  let output = '';
-  child.stdout!.on('data', (chunk) => {
-    output += chunk;
-  });
-  child.stderr!.on('data', (chunk) => {
-    output += chunk;
-  });
-  const exited = new Promise<number | string | null>((resolve) =>
-    child.on('exit', (code, signal) => resolve(code ?? signal)),
-  );
+  const { output, exited } = captured(child);
   const url = `http://127.0.0.1:${port}`;
   await waitFor(
     async () => {
-      if (child.exitCode !== null) throw new Error(`verifier exited during start:\n${output}`);
+      if (child.exitCode !== null) throw new Error(`verifier exited during start:\n${output()}`);
       return fetch(`${url}/metrics`).then(
         (r) => r.ok,
         () => false,
@@ -57,7 +48,7 @@ export async function startVerifier(databaseUrl: string, args: string[] = []): P
     process: child,
     url,
     port,
-    output: () => output,
+    output,
     exited,
     stop() {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
