@@ -9,7 +9,7 @@
 import { performance } from 'node:perf_hooks';
 import { FAST_CLUSTER } from '../cli/cluster/fast-timings.js';
 import { MeshClient } from '../client/client.js';
-import type { Frame } from '../client/frames.js';
+import type { Frame } from '../protocol/frames.js';
 import { type OurCluster, startOurCluster } from './lib/cluster.js';
 import type { Broker } from './lib/processes.js';
 import { median, percentiles, round } from './lib/stats.js';

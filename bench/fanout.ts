@@ -10,7 +10,7 @@ import { performance } from 'node:perf_hooks';
 import { io, type Socket } from 'socket.io-client';
 import WebSocket from 'ws';
 import { MeshClient } from '../client/client.js';
-import type { Frame } from '../client/frames.js';
+import type { Frame } from '../protocol/frames.js';
 import { startOurCluster } from './lib/cluster.js';
 import { freePort, startChild, startRedis, waitUntil } from './lib/processes.js';
 import { median, percentiles, round } from './lib/stats.js';

@@ -1,6 +1,6 @@
 /**
- * The node's side of the flags: follows the provider's snapshots, moves each state row to the
- * implementation its flag asks for (one row at a time, in order), and reports what the node acts on
+ * The node's side of the flags: follows the provider's snapshots, hands each to the node's
+ * RowReconciler (which moves the rows, one at a time, in order), and reports what the node acts on
  * (GET /flags, metrics, the heartbeat row). With the file provider it also records a value it sees
  * change (audited once cluster-wide, whichever node sees it first).
  */
@@ -8,7 +8,7 @@ import type { FlagProvider, FlagSnapshot } from '../flags/provider.js';
 import { FLAGS, type FlagKey } from '../flags/registry.js';
 import type { Logger } from './log.js';
 import type { BrokerMetrics } from './metrics.js';
-import type { RowSwitch } from './switching.js';
+import type { RowReconciler } from './rows/reconciler.js';
 
 /** After a push, the source is read again this long after (ms). */
 const FOLLOW_UP_READS_MS = [500, 1500, 4000];
@@ -19,7 +19,6 @@ export interface FlagState {
   /** What the node acts on: true when the row runs its shared implementation. */
   acting: boolean;
   row: string;
-  note?: string;
 }
 
 export interface FlagReport {
@@ -34,7 +33,7 @@ export interface FlagReport {
 export interface FlagRuntimeOptions {
   environment: string;
   provider: FlagProvider;
-  switches: RowSwitch[];
+  reconciler: RowReconciler;
   metrics: BrokerMetrics;
   log: Logger;
   /** A provider value changed (after the switches moved): report it now, record it if needed. */
@@ -89,15 +88,12 @@ export class FlagRuntime {
 
   report(): FlagReport {
     const snapshot = this.options.provider.current();
-    const switches = new Map(this.options.switches.map((s) => [s.flag, s]));
     const flags = Object.fromEntries(
       FLAGS.map((flag) => {
-        const row = switches.get(flag.key);
         const state: FlagState = {
           value: snapshot.values[flag.key],
-          acting: row?.using === 'shared',
+          acting: this.options.reconciler.using(flag.key) === 'shared',
           row: flag.row,
-          ...(row?.hasShared ? {} : { note: 'no shared implementation in this build yet' }),
         };
         return [flag.key, state];
       }),
@@ -129,18 +125,7 @@ export class FlagRuntime {
         value: snapshot.values[flag.key],
       }),
     );
-    for (const row of this.options.switches) {
-      const target = snapshot.values[row.flag] ? 'shared' : 'local';
-      if (row.using === target) continue;
-      try {
-        await row.select(target);
-        if (row.using === target) log.info({ flag: row.flag, using: target }, 'flags: row switched');
-      } catch (error) {
-        log.error({ err: error, flag: row.flag }, 'flags: switching a row failed; it stays as it was');
-      }
-    }
-    for (const row of this.options.switches)
-      metrics.flagEnabled.set({ flag: row.flag }, row.using === 'shared' ? 1 : 0);
+    await this.options.reconciler.apply(snapshot.values);
     const initial = this.applied === undefined || this.applied.source !== snapshot.source;
     this.applied = snapshot;
     if (changed.length > 0) this.options.onChange(changed, snapshot, initial);

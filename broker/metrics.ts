@@ -1,11 +1,5 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 
-/** What the ownership gauges read at scrape time (set by the composition root once the modules exist). */
-export interface OwnershipSources {
-  clocksLed: () => number;
-  watchesOwned: () => number;
-}
-
 /**
  * The node's Prometheus metrics. Every series carries `node` (a default label), so a cluster's metrics
  * can be summed or split by node. Names follow Prometheus conventions: `mesh_broker_` prefix, `_total`
@@ -119,6 +113,27 @@ export class BrokerMetrics {
     registers: [this.registry],
   });
 
+  readonly mcpCalls = new Counter({
+    name: 'mesh_broker_mcp_calls_total',
+    help: 'MCP calls made through this node, by how they ended for the caller (result, error, timeout)',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+
+  readonly capAdmissions = new Counter({
+    name: 'mesh_broker_connection_cap_admissions_total',
+    help: 'Accepted hellos asked of the per-mesh connection cap, by outcome (admitted, refused)',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+
+  readonly rowSwitches = new Counter({
+    name: 'mesh_broker_row_switches_total',
+    help: 'Moves of a state row between its implementations, by flag and outcome (done, failed: undone)',
+    labelNames: ['flag', 'outcome'],
+    registers: [this.registry],
+  });
+
   readonly auditAppendFailures = new Counter({
     name: 'mesh_broker_audit_append_failures_total',
     help: 'Audit entries dropped after retries',
@@ -152,20 +167,21 @@ export class BrokerMetrics {
   });
 
   // Ownership gauges read the modules at scrape time, so they cannot drift from what the node does.
-  private ownership: OwnershipSources = { clocksLed: () => 0, watchesOwned: () => 0 };
+  private clocksLedNow: () => number = () => 0;
+  private watchesOwnedNow: () => number = () => 0;
 
   readonly clocksLed: Gauge = new Gauge({
     name: 'mesh_broker_clocks_led',
     help: 'Mesh clocks this node ticks (with ha.clock: meshes whose clock lock it holds)',
     registers: [this.registry],
-    collect: (): void => this.clocksLed.set(this.ownership.clocksLed()),
+    collect: (): void => this.clocksLed.set(this.clocksLedNow()),
   });
 
   readonly watchesOwned: Gauge = new Gauge({
     name: 'mesh_broker_watches_owned',
     help: 'URL watches this node polls (with ha.watches: watches whose lease it holds)',
     registers: [this.registry],
-    collect: (): void => this.watchesOwned.set(this.ownership.watchesOwned()),
+    collect: (): void => this.watchesOwned.set(this.watchesOwnedNow()),
   });
 
   readonly activeLease = new Gauge({
@@ -195,9 +211,17 @@ export class BrokerMetrics {
     for (const resumed of ['true', 'false']) this.hellosAccepted.inc({ resumed }, 0);
     for (const outcome of ['fired', 'skipped', 'failed']) this.scheduleFires.inc({ outcome }, 0);
     for (const row of ['rate-limits', 'nonces', 'connection-cap']) this.redisFallbacks.inc({ row }, 0);
+    for (const outcome of ['result', 'error', 'timeout']) this.mcpCalls.inc({ outcome }, 0);
+    for (const outcome of ['admitted', 'refused']) this.capAdmissions.inc({ outcome }, 0);
   }
 
-  watchOwnership(sources: OwnershipSources): void {
-    this.ownership = sources;
+  /** What `mesh_broker_clocks_led` reads at scrape time (the clock row registers it). */
+  clocksLedBy(read: () => number): void {
+    this.clocksLedNow = read;
+  }
+
+  /** What `mesh_broker_watches_owned` reads at scrape time (the watch row registers it). */
+  watchesPolled(read: () => number): void {
+    this.watchesOwnedNow = read;
   }
 }

@@ -6,8 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import WebSocket from 'ws';
-import { RecentIds } from './dedup.js';
-import { Emitter } from './emitter.js';
+import { CloseCode } from '../protocol/errors.js';
 import type {
   ErrorFrame,
   Frame,
@@ -18,7 +17,9 @@ import type {
   Sent,
   WatchTriggered,
   Welcome,
-} from './frames.js';
+} from '../protocol/frames.js';
+import { RecentIds } from './dedup.js';
+import { Emitter } from './emitter.js';
 import { signHello } from './keys.js';
 
 export interface MeshClientOptions {
@@ -67,8 +68,13 @@ export class MeshRequestError extends Error {
   }
 }
 
-/** Close codes after which reconnecting would not help (PROTOCOL.md § Transport). */
-const FATAL_CLOSE_CODES = new Set([4400, 4401, 4403, 4409]);
+/** Close codes after which reconnecting would not help (docs/protocol.md § Errors and close codes). */
+const FATAL_CLOSE_CODES = new Set<number>([
+  CloseCode.protocolAbuse,
+  CloseCode.helloRejected,
+  CloseCode.memberRevoked,
+  CloseCode.sessionReplaced,
+]);
 
 interface PendingRequest {
   frame: Frame;
@@ -189,8 +195,8 @@ export class MeshClient extends Emitter<ClientEvents> {
 
   /** Ends the session for good: no reconnect; pending requests fail. */
   close(): void {
-    this.stop(1000, 'client closed');
-    this.socket?.close(1000, 'client closed');
+    this.stop(CloseCode.normal, 'client closed');
+    this.socket?.close(CloseCode.normal, 'client closed');
   }
 
   private writeRequest(rid: string): void {
@@ -211,7 +217,7 @@ export class MeshClient extends Emitter<ClientEvents> {
       try {
         hello = await signHello(keys, meshId, this.sessionId);
       } catch (error) {
-        this.stop(4400, `cannot sign the hello: ${(error as Error).message}`);
+        this.stop(CloseCode.protocolAbuse, `cannot sign the hello: ${(error as Error).message}`);
         socket.close();
         return;
       }
@@ -327,7 +333,9 @@ export class MeshClient extends Emitter<ClientEvents> {
     this.urlIndex++;
     const { initialMs = 100, maxMs = 5000 } = this.options.backoff ?? {};
     const delayMs =
-      code === 1001 && wasWelcomed ? 0 : Math.random() * Math.min(maxMs, initialMs * 2 ** this.attempt);
+      code === CloseCode.draining && wasWelcomed
+        ? 0
+        : Math.random() * Math.min(maxMs, initialMs * 2 ** this.attempt);
     this.attempt++;
     const url = this.options.urls[this.urlIndex % this.options.urls.length]!;
     this.emit('reconnecting', { attempt: this.attempt, delayMs, url });

@@ -10,7 +10,7 @@ import {
   randomBytes,
   sign,
 } from 'node:crypto';
-import { helloSigningString } from '../broker/protocol/hello-message.js';
+import { helloSigningString } from '../protocol/hello-message.js';
 
 export interface MemberKeys {
   pubkey: string;

@@ -7,7 +7,7 @@
  */
 // A type only (erased from the JavaScript): the page never imports node:crypto.
 import type { webcrypto } from 'node:crypto';
-import { helloSigningString } from '../broker/protocol/hello-message.js';
+import { helloSigningString } from '../protocol/hello-message.js';
 import type { HelloFields } from './keys.js';
 
 /** PKCS#8 DER header of an ed25519 private key; the 32-byte seed follows it (as in keys.ts). */

@@ -1,6 +1,6 @@
 /**
  * Every runtime flag of the broker, and the only place flag names are written. One flag per row of the
- * state inventory (DESIGN §2) that has an HA mechanism, plus the phase-1 active lease. A flag on means
+ * state inventory (docs/design.md §2) that has an HA mechanism, plus the phase-1 active lease. A flag on means
  * "this node uses the shared implementation of the row"; off means the single-node one.
  */
 export const FLAGS = [

@@ -35,9 +35,14 @@ export class LocalAuditLog implements AuditLog {
     return this.queues.flush(meshId);
   }
 
-  /** Forgets the cached heads: after another writer appended, the next write reads the head again. */
-  forgetHeads(): void {
+  /** Forgets the cached heads: another writer may have appended meanwhile, so heads are read again. */
+  async activate(): Promise<void> {
     this.heads.clear();
+  }
+
+  /** Everything queued is written before another writer appends. */
+  async deactivate(): Promise<void> {
+    await this.flush();
   }
 
   async close(): Promise<void> {

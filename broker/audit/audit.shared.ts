@@ -44,6 +44,13 @@ export class SharedAuditLog implements AuditLog {
     return this.queues.flush(meshId);
   }
 
+  async activate(): Promise<void> {}
+
+  /** Everything queued is written before another writer appends. */
+  async deactivate(): Promise<void> {
+    await this.flush();
+  }
+
   async close(): Promise<void> {
     await this.flush();
   }

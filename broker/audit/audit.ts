@@ -1,5 +1,7 @@
+import type { Lifecycle } from '../rows/lifecycle.js';
+
 /**
- * The audit log: one hash chain per mesh (PROTOCOL.md § Audit).
+ * The audit log: one hash chain per mesh (docs/protocol.md § Audit).
  *
  * Contract:
  * - `record` never throws and never blocks the caller: the entry is queued and appended in order with
@@ -16,8 +18,7 @@ export interface AuditEntry {
   payload: Record<string, unknown>;
 }
 
-export interface AuditLog {
+export interface AuditLog extends Lifecycle {
   record(entry: AuditEntry): void;
   flush(meshId?: string): Promise<void>;
-  close(): Promise<void>;
 }

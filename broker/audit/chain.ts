@@ -1,5 +1,5 @@
 /**
- * The audit hash chain's arithmetic (PROTOCOL.md § Audit), shared by every writer and by the
+ * The audit hash chain's arithmetic (docs/protocol.md § Audit), shared by every writer and by the
  * independent verifier so that both compute exactly the same bytes.
  */
 import { createHash } from 'node:crypto';

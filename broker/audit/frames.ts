@@ -1,20 +1,11 @@
-import { z } from 'zod';
+import type { AuditEntry } from '../../protocol/frames.js';
+import { auditQueryFrame, auditVerifyFrame } from '../../protocol/requests.js';
+import type { FrameRoutes } from '../../protocol/routes.js';
 import type { Pool } from '../db/pool.js';
-import { rid } from '../protocol/frames.js';
-import type { Router } from '../ws/router.js';
 import type { AuditLog } from './audit.js';
 import { AUDIT_COLUMNS, type AuditRow, verifyMesh } from './verify.js';
 
-const queryFrame = z.object({
-  type: z.literal('audit.query'),
-  limit: z.number().int().min(1).max(1000).optional(),
-  /** Only entries with a seq below this one (paging backwards). */
-  before: z.number().int().positive().optional(),
-  rid,
-});
-const verifyFrame = z.object({ type: z.literal('audit.verify'), rid });
-
-function entry(row: AuditRow) {
+function entry(row: AuditRow): AuditEntry {
   return {
     seq: row.seq,
     eventType: row.eventType,
@@ -30,8 +21,8 @@ function entry(row: AuditRow) {
  * `audit.query` (newest first) and `audit.verify` for the caller's mesh. Both first wait for this
  * node's queued appends of the mesh, so a peer sees the events it just caused.
  */
-export function registerAuditFrames(router: Router, pool: Pool, audit: AuditLog): void {
-  router.on('audit.query', queryFrame, async (frame, { identity }) => {
+export function registerAuditFrames(router: FrameRoutes, pool: Pool, audit: AuditLog): void {
+  router.on('audit.query', auditQueryFrame, async (frame, { identity }) => {
     await audit.flush(identity.meshId);
     const result = await pool.query<AuditRow>(
       `SELECT ${AUDIT_COLUMNS} FROM audit_log WHERE mesh_id = $1 AND ($2::bigint IS NULL OR seq < $2)
@@ -40,7 +31,7 @@ export function registerAuditFrames(router: Router, pool: Pool, audit: AuditLog)
     );
     return { type: 'audit.result', entries: result.rows.map(entry) };
   });
-  router.on('audit.verify', verifyFrame, async (_frame, { identity }) => {
+  router.on('audit.verify', auditVerifyFrame, async (_frame, { identity }) => {
     await audit.flush(identity.meshId);
     const { head: _head, ...result } = await verifyMesh(pool, identity.meshId);
     return { type: 'audit.verify_result', ...result };

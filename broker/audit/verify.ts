@@ -3,6 +3,7 @@
  * every link checked, every fork (two rows claiming one seq or one prevHash) listed. Used by
  * `audit.verify`, by `workbench audit verify` and by the independent verifier; it trusts no writer.
  */
+import type { AuditFork, AuditVerifyResult } from '../../protocol/frames.js';
 import type { Pool } from '../db/pool.js';
 import { auditHash, GENESIS } from './chain.js';
 
@@ -18,19 +19,10 @@ export interface AuditRow {
   createdAt: Date;
 }
 
-export interface Fork {
-  /** What the rows share: the same `seq`, or the same `prevHash`. */
-  kind: 'seq' | 'prevHash';
-  seq: number;
-  rowIds: number[];
-}
+export type Fork = AuditFork;
 
-export interface VerifyResult {
-  valid: boolean;
-  entries: number;
-  /** The first row (in seq order) whose hash or link does not hold. */
-  brokenAt?: { seq: number; id: number; reason: string };
-  forks: Fork[];
+/** What `audit.verify_result` says of a chain (valid, entries, brokenAt, forks), and the chain's head. */
+export interface VerifyResult extends Omit<AuditVerifyResult, 'type'> {
   head?: { seq: number; hash: string };
 }
 

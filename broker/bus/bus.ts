@@ -1,5 +1,5 @@
 /**
- * Redis pub/sub between the nodes of a cluster. A hint, never the truth (DESIGN §2): a message can be lost
+ * Redis pub/sub between the nodes of a cluster. A hint, never the truth (docs/design.md §2): a message can be lost
  * on any disconnect, so every shared module that must not lose anything writes Postgres first and has a
  * sweep or a replay that completes what the bus missed.
  *
@@ -12,14 +12,12 @@
  */
 import type { Redis } from 'ioredis';
 import type { Logger } from '../log.js';
+import type { BusHandler, BusKind, BusMessage, BusPayloads, BusRelay } from './messages.js';
 
-export type BusHandler = (scope: string, payload: Record<string, unknown>) => void;
+/** Detaches what was attached. */
+export type Unsubscribe = () => void;
 
-interface Envelope {
-  from: string;
-  kind: string;
-  payload: Record<string, unknown>;
-}
+type Envelope = BusMessage & { from: string };
 
 export interface BusOptions {
   /** The node's main client (publishing; no offline queue). */
@@ -33,10 +31,10 @@ export interface BusOptions {
 }
 
 export class Bus {
-  private readonly handlers = new Map<string, BusHandler[]>();
+  private readonly handlers = new Map<BusKind, Set<BusHandler<never>>>();
   /** Mesh channels wanted by this node, with how many local reasons each has (ref count). */
   private readonly meshes = new Map<string, number>();
-  private readonly reconnectListeners: Array<() => void> = [];
+  private readonly reconnectListeners = new Set<() => void>();
   private wasReady = false;
 
   constructor(private readonly options: BusOptions) {
@@ -54,14 +52,26 @@ export class Bus {
     });
   }
 
-  /** Handles messages of `kind` from any channel; `scope` is the mesh id or the node id the channel is for. */
-  on(kind: string, handler: BusHandler): void {
-    this.handlers.set(kind, [...(this.handlers.get(kind) ?? []), handler]);
+  /**
+   * Handles messages of `kind` from any channel; `scope` is the mesh id or the node id the channel is for.
+   * Implementations attach when they activate and call the returned function when they deactivate.
+   */
+  on<K extends BusKind>(kind: K, handler: BusHandler<K>): Unsubscribe {
+    const handlers = this.handlers.get(kind) ?? new Set();
+    this.handlers.set(kind, handlers);
+    handlers.add(handler as BusHandler<never>);
+    return () => handlers.delete(handler as BusHandler<never>);
+  }
+
+  /** `on` for a row's relay. */
+  relay(relay: BusRelay): Unsubscribe {
+    return this.on(relay.kind, relay.handle as BusHandler<typeof relay.kind>);
   }
 
   /** Called after the subscriber reconnected (messages may have been missed). */
-  onReconnect(listener: () => void): void {
-    this.reconnectListeners.push(listener);
+  onReconnect(listener: () => void): Unsubscribe {
+    this.reconnectListeners.add(listener);
+    return () => this.reconnectListeners.delete(listener);
   }
 
   /** This node wants the mesh's channel (ref-counted with `leaveMesh`). */
@@ -85,12 +95,12 @@ export class Bus {
     }
   }
 
-  publishToMesh(meshId: string, kind: string, payload: Record<string, unknown>): Promise<boolean> {
-    return this.publish(this.meshChannel(meshId), kind, payload);
+  publishToMesh<K extends BusKind>(meshId: string, kind: K, payload: BusPayloads[K]): Promise<boolean> {
+    return this.publish(this.meshChannel(meshId), { kind, payload } as BusMessage);
   }
 
-  publishToNode(nodeId: string, kind: string, payload: Record<string, unknown>): Promise<boolean> {
-    return this.publish(this.nodeChannel(nodeId), kind, payload);
+  publishToNode<K extends BusKind>(nodeId: string, kind: K, payload: BusPayloads[K]): Promise<boolean> {
+    return this.publish(this.nodeChannel(nodeId), { kind, payload } as BusMessage);
   }
 
   async close(): Promise<void> {
@@ -105,8 +115,9 @@ export class Bus {
     return `${this.options.prefix}bus:node:${nodeId}`;
   }
 
-  private async publish(channel: string, kind: string, payload: Record<string, unknown>): Promise<boolean> {
-    const envelope: Envelope = { from: this.options.nodeId, kind, payload };
+  private async publish(channel: string, message: BusMessage): Promise<boolean> {
+    const envelope: Envelope = { from: this.options.nodeId, ...message };
+    const { kind } = message;
     try {
       await this.options.publisher.publish(channel, JSON.stringify(envelope));
       return true;
@@ -128,7 +139,7 @@ export class Bus {
     const scope = channel.slice(channel.lastIndexOf(':') + 1);
     for (const handler of this.handlers.get(envelope.kind) ?? []) {
       try {
-        handler(scope, envelope.payload);
+        (handler as BusHandler<typeof envelope.kind>)(scope, envelope.payload as never);
       } catch (error) {
         this.options.log.error({ err: error, kind: envelope.kind }, 'bus handler failed');
       }

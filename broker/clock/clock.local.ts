@@ -1,6 +1,6 @@
+import { ProtocolError } from '../../protocol/errors.js';
 import type { Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
-import { ProtocolError } from '../protocol/errors.js';
 import {
   CLOCK_ROW_COLUMNS,
   type ClockRow,
@@ -21,6 +21,8 @@ export interface LocalClocksOptions {
   log: Logger;
   /** Tells whether the mesh has sessions on this node (a clock pauses itself when it has none). */
   hasSessions: (meshId: string) => boolean;
+  /** The meshes with sessions on this node now (their clocks start when this implementation does). */
+  meshesHere: () => string[];
 }
 
 /**
@@ -89,16 +91,22 @@ export class LocalClocks implements MeshClocks {
     });
   }
 
-  /** Meshes whose clock runs on this node now (for a hand-over to another implementation). */
-  running(): string[] {
-    return [...this.clocks].filter(([, clock]) => clock.timer).map(([meshId]) => meshId);
+  ledHere(): number {
+    return [...this.clocks.values()].filter((clock) => clock.timer).length;
+  }
+
+  /** Runs the clocks of the meshes this node has sessions of, each from its row. */
+  async activate(): Promise<void> {
+    for (const meshId of this.options.meshesHere()) await this.meshActive(meshId);
   }
 
   /** Stops every clock here and forgets them: whoever runs them next starts from their rows. */
-  async close(): Promise<void> {
+  async deactivate(): Promise<void> {
     for (const clock of this.clocks.values()) this.stop(clock);
     this.clocks.clear();
   }
+
+  async close(): Promise<void> {}
 
   /** One operation at a time per mesh: a tick, a set and a pause never interleave. */
   private serial<T>(meshId: string, work: () => Promise<T>): Promise<T> {

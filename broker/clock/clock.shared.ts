@@ -1,7 +1,7 @@
+import { ProtocolError } from '../../protocol/errors.js';
 import type { Bus } from '../bus/bus.js';
 import type { Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
-import { ProtocolError } from '../protocol/errors.js';
 import {
   CLOCK_ROW_COLUMNS,
   type ClockRow,
@@ -29,6 +29,8 @@ export interface SharedClocksOptions {
   /** This node's sessions of the mesh. */
   toLocalSessions: ClockSink;
   hasSessions: (meshId: string) => boolean;
+  /** The meshes with sessions on this node now (their clocks are competed for on activation). */
+  meshesHere: () => string[];
   onTick: () => void;
   onFenced: () => void;
   log: Logger;
@@ -59,15 +61,14 @@ export class SharedClocks implements MeshClocks {
       (lost) => this.lostLeadership(lost),
       options.log,
     );
-    options.bus.on('clock.tick', (meshId, payload) =>
-      options.toLocalSessions(meshId, payload as unknown as ClockTickFrame),
-    );
   }
 
-  /** Starts competing for the clocks of the meshes this node holds sessions of. */
-  activate(): void {
+  /** Starts competing for the clocks of the meshes this node holds sessions of (again after a flip). */
+  async activate(): Promise<void> {
+    this.leadership.open();
     this.retry ??= setInterval(() => void this.competeAll(), this.options.retryMs);
     this.retry.unref();
+    for (const meshId of this.options.meshesHere()) await this.meshActive(meshId);
   }
 
   async set(meshId: string, speed: number): Promise<ClockStatus> {
@@ -122,22 +123,20 @@ export class SharedClocks implements MeshClocks {
     );
   }
 
-  running(): string[] {
-    return [...this.wanted];
-  }
-
-  /** How many mesh clocks this node leads now (holds the lock of and ticks). */
-  leading(): number {
+  ledHere(): number {
     return this.led.size;
   }
 
-  async close(): Promise<void> {
+  /** Stops ticking and gives every clock lock up: another node (or the local clocks) continues. */
+  async deactivate(): Promise<void> {
     if (this.retry) clearInterval(this.retry);
     this.retry = undefined;
     for (const meshId of [...this.led.keys()]) this.stopTicking(meshId);
     this.wanted.clear();
     await this.leadership.close();
   }
+
+  async close(): Promise<void> {}
 
   private async row(meshId: string): Promise<ClockRow | undefined> {
     const result = await this.options.pool.query<ClockRow>(
@@ -217,7 +216,7 @@ export class SharedClocks implements MeshClocks {
       };
       this.options.onTick();
       this.options.toLocalSessions(meshId, frame);
-      void this.options.bus.publishToMesh(meshId, 'clock.tick', frame as unknown as Record<string, unknown>);
+      void this.options.bus.publishToMesh(meshId, 'clock.tick', frame);
     } catch (error) {
       this.options.log.warn({ err: error, meshId }, 'clock tick failed');
     } finally {

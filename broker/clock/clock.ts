@@ -1,5 +1,8 @@
+import type { ClockStatus, ClockTick } from '../../protocol/frames.js';
+import type { Lifecycle } from '../rows/lifecycle.js';
+
 /**
- * Mesh clocks: one simulated clock per mesh (DESIGN §2, row "meshClocks").
+ * Mesh clocks: one simulated clock per mesh (docs/design.md §2, row "meshClocks").
  *
  * Contract:
  * - `set` creates the mesh's clock or changes its speed (1…100 simulated minutes per real minute);
@@ -11,24 +14,9 @@
  * - A clock pauses by itself when its mesh has no sessions (`meshIdle`) and resumes with the next one
  *   (`meshActive`), unless a peer paused it.
  */
-export interface ClockStatus {
-  speed: number;
-  paused: boolean;
-  tick: number;
-  /** Simulated time, ISO-8601 UTC. */
-  simTime: string;
-  /** Node running the clock (its leader), or null when nobody runs it. */
-  leader: string | null;
-  epoch: number;
-}
-
-export interface ClockTickFrame {
-  type: 'clock.tick';
-  tick: number;
-  simTime: string;
-  speed: number;
-  epoch: number;
-}
+/** A clock's state as `clock.status` carries it (the protocol's type). */
+export type { ClockStatus };
+export type ClockTickFrame = ClockTick;
 
 /** A `mesh_clocks` row as both implementations read it (columns: CLOCK_ROW_COLUMNS). */
 export interface ClockRow {
@@ -46,12 +34,13 @@ export const CLOCK_ROW_COLUMNS = `speed, paused, auto_paused AS "autoPaused", ti
 
 export type ClockSink = (meshId: string, frame: ClockTickFrame) => void;
 
-export interface MeshClocks {
+export interface MeshClocks extends Lifecycle {
   set(meshId: string, speed: number): Promise<ClockStatus>;
   pause(meshId: string): Promise<ClockStatus>;
   resume(meshId: string): Promise<ClockStatus>;
   get(meshId: string): Promise<ClockStatus>;
   meshActive(meshId: string): Promise<void>;
   meshIdle(meshId: string): Promise<void>;
-  close(): Promise<void>;
+  /** How many mesh clocks this node ticks now (with `ha.clock`: whose lock it holds). */
+  ledHere(): number;
 }

@@ -54,9 +54,15 @@ export class ClockLeadership {
       );
   }
 
+  /** Usable again after `close` (the row flipped back to shared): leadership loss is watched again. */
+  open(): void {
+    this.closed = false;
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     if (this.checker) clearInterval(this.checker);
+    this.checker = undefined;
     for (const meshId of [...this.held]) {
       // Bounded: a failed unlock is fine, ending the connection releases every lock.
       await this.release(meshId);

@@ -1,27 +1,11 @@
 import type { WebSocket } from 'ws';
 import { RecentIds } from '../../client/dedup.js';
+import type { DurableFrame } from '../../protocol/frames.js';
+import type { SessionIdentity } from '../../protocol/routes.js';
 import type { Logger } from '../log.js';
 
-/** Who is on the other end of a socket, known once its hello was accepted. */
-export interface SessionIdentity {
-  meshId: string;
-  memberId: number;
-  pubkey: string;
-  sessionId: string;
-  name: string | null;
-  groups: string[];
-}
-
-/**
- * A frame owed to a member until one of its sessions acks its `messageId`: a peer's `message` (with id,
- * from, fromSession, to, body) or a `watch.triggered` notification (PROTOCOL.md).
- */
-export interface DurableFrame {
-  type: 'message' | 'watch.triggered';
-  messageId: string;
-  sentAt: string;
-  [field: string]: unknown;
-}
+/** Who a socket is (`SessionIdentity`) and what it is owed (`DurableFrame`) are the protocol's types. */
+export type { DurableFrame, SessionIdentity };
 
 /** Above this many buffered bytes a peer is too slow to keep up; it is closed rather than buffered forever. */
 const MAX_BUFFERED_BYTES = 8 * 1024 * 1024;

@@ -2,7 +2,7 @@ import type { Connection } from './connection.js';
 
 /**
  * The sockets this node holds, indexed by session, member and mesh. Connections are per node in every
- * phase (DESIGN.md §2, row "connections"); the shared modules find local recipients here.
+ * phase (docs/design.md §2, row "connections"); the shared modules find local recipients here.
  */
 export class ConnectionRegistry {
   private readonly bySessionId = new Map<string, Connection>();

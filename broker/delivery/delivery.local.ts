@@ -1,6 +1,6 @@
 import type { DurableFrame } from '../connections/connection.js';
 import type { ConnectionRegistry } from '../connections/registry.js';
-import type { Delivery } from './delivery.js';
+import { type Delivery, deliverToSessions } from './delivery.js';
 
 /**
  * This node's sockets only. The gap on 2+ nodes: a recipient connected to another node gets nothing
@@ -13,16 +13,14 @@ export class LocalDelivery implements Delivery {
     private readonly delivered: (path: 'local', count: number) => void,
   ) {}
 
-  async dispatch(_meshId: string, message: DurableFrame, recipients: number[]): Promise<void> {
-    let count = 0;
-    for (const memberId of recipients) {
-      for (const connection of this.connections.ofMember(memberId)) {
-        connection.deliver(message);
-        count++;
-      }
-    }
-    if (count > 0) this.delivered('local', count);
-  }
+  async activate(): Promise<void> {}
+
+  async deactivate(): Promise<void> {}
 
   async close(): Promise<void> {}
+
+  async dispatch(_meshId: string, message: DurableFrame, recipients: number[]): Promise<void> {
+    const count = deliverToSessions(this.connections, message, recipients);
+    if (count > 0) this.delivered('local', count);
+  }
 }

@@ -1,9 +1,8 @@
-import type { Bus } from '../bus/bus.js';
-import { secondsSince } from '../bus/latency.js';
+import type { Bus, Unsubscribe } from '../bus/bus.js';
 import type { Connection, DurableFrame } from '../connections/connection.js';
 import type { ConnectionRegistry } from '../connections/registry.js';
 import type { Logger } from '../log.js';
-import type { Delivery } from './delivery.js';
+import { type Delivery, deliverToSessions } from './delivery.js';
 import type { MessageStore } from './store.js';
 
 export interface SharedDeliveryOptions {
@@ -14,9 +13,7 @@ export interface SharedDeliveryOptions {
   sweepMs: number;
   /** A message is left to the live path this long before the sweep considers it. */
   sweepMinAgeMs: number;
-  delivered: (path: 'local' | 'remote' | 'sweep', count: number) => void;
-  /** Seconds from the publish on the origin node to a remote delivery here (fan-out latency). */
-  fanoutLatency: (seconds: number) => void;
+  delivered: (path: 'local' | 'sweep', count: number) => void;
   log: Logger;
 }
 
@@ -38,19 +35,13 @@ export interface SharedDeliveryOptions {
 export class SharedDelivery implements Delivery {
   private sweeper: NodeJS.Timeout | undefined;
   private sweeping: Promise<void> | undefined;
+  private detachReconnect: Unsubscribe | undefined;
 
-  constructor(private readonly options: SharedDeliveryOptions) {
-    options.bus.on('delivery.message', (_meshId, payload) => {
-      const count = this.deliverHere(payload.frame as DurableFrame, payload.recipients as number[]);
-      if (count === 0) return;
-      options.delivered('remote', count);
-      if (typeof payload.publishedAt === 'number') options.fanoutLatency(secondsSince(payload.publishedAt));
-    });
-    options.bus.onReconnect(() => this.catchUpAll());
-  }
+  constructor(private readonly options: SharedDeliveryOptions) {}
 
-  /** Starts the sweep (the switch calls it when the row goes shared). */
-  start(): void {
+  /** Starts the sweep and the catch-up after bus reconnects (the row went shared, or the node booted). */
+  async activate(): Promise<void> {
+    this.detachReconnect ??= this.options.bus.onReconnect(() => this.catchUpAll());
     this.sweeper ??= setInterval(() => void this.sweep(), this.options.sweepMs);
     this.sweeper.unref();
     // Messages accepted while delivery was per node may be owed here: they go first.
@@ -91,14 +82,18 @@ export class SharedDelivery implements Delivery {
   }
 
   /** Stops the sweep (the row went back to local); remote deliveries are still handed to local sockets. */
-  async stop(): Promise<void> {
+  async deactivate(): Promise<void> {
     if (this.sweeper) clearInterval(this.sweeper);
     this.sweeper = undefined;
+    this.detachReconnect?.();
+    this.detachReconnect = undefined;
     await this.sweeping;
   }
 
+  async close(): Promise<void> {}
+
   async dispatch(meshId: string, message: DurableFrame, recipients: number[]): Promise<void> {
-    const count = this.deliverHere(message, recipients);
+    const count = deliverToSessions(this.options.connections, message, recipients);
     if (count > 0) this.options.delivered('local', count);
     // publishedAt: when this node handed it on, so the receiving node can measure the fan-out latency.
     await this.options.bus.publishToMesh(meshId, 'delivery.message', {
@@ -108,27 +103,12 @@ export class SharedDelivery implements Delivery {
     });
   }
 
-  close(): Promise<void> {
-    return this.stop();
-  }
-
   /** One sweep at a time; a sweep asked for while one runs is skipped (the next tick comes soon). */
   sweep(): Promise<void> {
     this.sweeping ??= this.sweepOnce().finally(() => {
       this.sweeping = undefined;
     });
     return this.sweeping;
-  }
-
-  private deliverHere(message: DurableFrame, recipients: number[]): number {
-    let count = 0;
-    for (const memberId of recipients) {
-      for (const connection of this.options.connections.ofMember(memberId)) {
-        connection.deliver(message);
-        count++;
-      }
-    }
-    return count;
   }
 
   private async sweepOnce(): Promise<void> {

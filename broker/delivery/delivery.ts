@@ -9,8 +9,25 @@
  * - Calls for one sender are made in send order, and an implementation keeps that order per recipient.
  */
 import type { DurableFrame } from '../connections/connection.js';
+import type { ConnectionRegistry } from '../connections/registry.js';
+import type { Lifecycle } from '../rows/lifecycle.js';
 
-export interface Delivery {
+export interface Delivery extends Lifecycle {
   dispatch(meshId: string, message: DurableFrame, recipients: number[]): Promise<void>;
-  close(): Promise<void>;
+}
+
+/** Hands a durable frame to this node's sessions of the recipient members; how many sockets got it. */
+export function deliverToSessions(
+  connections: ConnectionRegistry,
+  message: DurableFrame,
+  recipients: number[],
+): number {
+  let count = 0;
+  for (const memberId of recipients) {
+    for (const connection of connections.ofMember(memberId)) {
+      connection.deliver(message);
+      count++;
+    }
+  }
+  return count;
 }

@@ -2,30 +2,15 @@
  * The durable messaging frames (`send`, `ack`) and the backlog replay when a session starts. The store
  * makes a message durable first; the delivery implementation the node runs then gets it to sockets.
  */
-import { z } from 'zod';
+import { ProtocolError } from '../../protocol/errors.js';
+import { ackFrame, sendFrame } from '../../protocol/requests.js';
+import type { FrameRoutes } from '../../protocol/routes.js';
 import type { AuditLog } from '../audit/audit.js';
 import type { Connection } from '../connections/connection.js';
 import type { RateLimits } from '../limits/rate-limits.js';
 import type { BrokerMetrics } from '../metrics.js';
-import { ProtocolError } from '../protocol/errors.js';
-import { rid, sendTarget } from '../protocol/frames.js';
-import type { Router } from '../ws/router.js';
 import type { Delivery } from './delivery.js';
 import type { MessageStore } from './store.js';
-
-const sendFrame = z.object({
-  type: z.literal('send'),
-  id: z.string().min(1).max(128),
-  to: sendTarget,
-  body: z.string(),
-  rid,
-});
-
-const ackFrame = z.object({
-  type: z.literal('ack'),
-  messageId: z.string().regex(/^[1-9]\d{0,15}$/, 'must be the messageId of a message frame'),
-  rid,
-});
 
 export interface MessagingOptions {
   store: MessageStore;
@@ -36,7 +21,7 @@ export interface MessagingOptions {
   maxBodyBytes: number;
 }
 
-export function registerMessaging(router: Router, options: MessagingOptions): void {
+export function registerMessaging(router: FrameRoutes, options: MessagingOptions): void {
   const { store, metrics, maxBodyBytes } = options;
 
   router.on('send', sendFrame, async (frame, { identity }) => {

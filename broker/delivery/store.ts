@@ -4,9 +4,9 @@
  * or shared, starts from these rows.
  */
 
+import { ProtocolError } from '../../protocol/errors.js';
 import type { DurableFrame } from '../connections/connection.js';
 import type { Pool, PoolClient } from '../db/pool.js';
-import { ProtocolError } from '../protocol/errors.js';
 
 /** Who a stored message is from: a member's session (a peer's send, or its schedule or watch). */
 export interface Sender {

@@ -3,12 +3,12 @@
  * in the order that keeps them cheap and safe (signature before nonce, so a forged hello cannot burn a
  * real peer's nonce).
  */
+
+import { CloseCode } from '../../protocol/errors.js';
+import type { HelloFrame } from '../../protocol/requests.js';
 import type { SessionIdentity } from '../connections/connection.js';
 import type { Directory } from '../identity/directory.js';
 import type { Presence } from '../presence/presence.js';
-import { CloseCode } from '../protocol/errors.js';
-import type { HelloFrame } from '../protocol/frames.js';
-import type { NonceGuard } from './nonces.js';
 import { helloSignatureValid } from './signature.js';
 
 export class HelloRejected extends Error {
@@ -24,7 +24,7 @@ export class HelloRejected extends Error {
 
 export interface AdmissionOptions {
   directory: Directory;
-  nonces: NonceGuard;
+  /** Also the nonce guard (presence and replay protection are one row). */
   presence: Presence;
   skewMs: number;
 }
@@ -33,11 +33,11 @@ export class HelloAdmission {
   constructor(private readonly options: AdmissionOptions) {}
 
   async admit(hello: HelloFrame): Promise<SessionIdentity> {
-    const { directory, nonces, presence, skewMs } = this.options;
+    const { directory, presence, skewMs } = this.options;
     const reject = (reason: string) => new HelloRejected(CloseCode.helloRejected, reason);
     if (Math.abs(Date.now() - hello.ts) > skewMs) throw reject('timestamp outside the allowed skew');
     if (!helloSignatureValid(hello)) throw reject('bad signature');
-    if (!(await nonces.claim(hello.nonce))) throw reject('nonce already used');
+    if (!(await presence.claimNonce(hello.nonce))) throw reject('nonce already used');
     const member = await directory.findMember(hello.meshId, hello.pubkey);
     if (!member) throw reject('unknown member');
     if (member.revokedAt) throw new HelloRejected(CloseCode.memberRevoked, 'member revoked');

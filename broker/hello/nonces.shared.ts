@@ -36,7 +36,9 @@ export class SharedNonceGuard implements NonceGuard {
     return this.fallback.claim(nonce);
   }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    await this.fallback.close();
+  }
 
   private noteFallback(error: Error): void {
     this.onFallback();

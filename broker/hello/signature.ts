@@ -1,6 +1,6 @@
 import { createPublicKey, verify } from 'node:crypto';
-import type { HelloFrame } from '../protocol/frames.js';
-import { helloSigningString } from '../protocol/hello-message.js';
+import { helloSigningString } from '../../protocol/hello-message.js';
+import type { HelloFrame } from '../../protocol/requests.js';
 
 /** Verifies the ed25519 signature of a hello against the raw public key it names. */
 export function helloSignatureValid(hello: HelloFrame): boolean {

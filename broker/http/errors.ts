@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
-import { type ErrorCode, ProtocolError } from '../protocol/errors.js';
+import { type ErrorCode, ProtocolError } from '../../protocol/errors.js';
 
 const STATUS: Record<ErrorCode, number> = {
   bad_request: 400,

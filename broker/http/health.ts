@@ -25,6 +25,11 @@ export interface HealthOptions {
   draining: () => boolean;
   /** Whether this node runs the cluster's background work (false on a phase-1 standby). */
   backgroundActive: () => boolean;
+  /**
+   * The active lease as this node sees it: `off` while `ha.active-lease` is off, else whether this node
+   * holds it (`holder`) or not (`standby`). `GET /health/active` passes only where it is not `standby`.
+   */
+  activeLease: () => 'holder' | 'standby' | 'off';
 }
 
 /**
@@ -66,6 +71,26 @@ export function registerHealth(app: FastifyInstance, options: HealthOptions): vo
       db,
       redis,
       backgroundWork: options.backgroundActive() ? 'active' : 'standby',
+    });
+  });
+
+  /**
+   * `GET /health/active`: /health, and while `ha.active-lease` is on, only on the node holding the active
+   * lease. Phase 1's load balancer checks it, so every session goes where the lease is: to the standby
+   * once it took over, and not back to a restarted primary while the standby holds it (docs/active-lease.md).
+   */
+  app.get('/health/active', async (_request, reply) => {
+    const { db, redis } = await probeDependencies(options);
+    const draining = options.draining();
+    const activeLease = options.activeLease();
+    const ok = db === 'up' && !draining && activeLease !== 'standby';
+    return reply.code(ok ? 200 : 503).send({
+      status: ok ? 'ok' : draining ? 'draining' : db !== 'up' ? 'unavailable' : 'standby',
+      node: options.nodeId,
+      db,
+      redis,
+      backgroundWork: options.backgroundActive() ? 'active' : 'standby',
+      activeLease,
     });
   });
 }

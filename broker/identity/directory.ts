@@ -2,8 +2,9 @@
  * Meshes and their members: the identities a hello is checked against. Used by the admin API, the CLI
  * and the hello path; Postgres is the only store, so every node sees the same members.
  */
+
+import { ProtocolError } from '../../protocol/errors.js';
 import type { Pool } from '../db/pool.js';
-import { ProtocolError } from '../protocol/errors.js';
 
 export interface Mesh {
   meshId: string;

@@ -38,13 +38,15 @@ export class ActiveLease implements BackgroundGate {
     this.listeners.push(listener);
   }
 
-  async start(): Promise<void> {
+  /** Starts claiming and renewing the lease (the first round is awaited). */
+  async activate(): Promise<void> {
     this.timer ??= setInterval(() => void this.round(), Math.max(50, this.options.ttlMs / 4));
     this.timer.unref();
     await this.round();
   }
 
-  async close(): Promise<void> {
+  /** Gives the lease up at once, so a standby takes over without waiting for the expiry. */
+  async deactivate(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
     clearTimeout(this.trustTimer);
@@ -59,6 +61,8 @@ export class ActiveLease implements BackgroundGate {
     }
     this.set(false);
   }
+
+  async close(): Promise<void> {}
 
   private round(): Promise<void> {
     this.running ??= this.claim().finally(() => {

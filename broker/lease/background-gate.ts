@@ -1,16 +1,16 @@
+import type { Lifecycle } from '../rows/lifecycle.js';
+
 /**
  * Whether this node may run the cluster's background work (schedule timers and polls, watch polling):
- * DESIGN §2, row "background work on a warm standby".
+ * docs/design.md §2, row "background work on a warm standby".
  *
  * Contract: `isActive` answers now, from local knowledge only; `onChange` hears every change of answer.
  * The local gate always says yes (every node runs its background work: the warm-standby gap); the shared
  * one (flag `ha.active-lease`) says yes only on the node holding the cluster's active lease.
  */
-export interface BackgroundGate {
+export interface BackgroundGate extends Lifecycle {
   isActive(): boolean;
   onChange(listener: (active: boolean) => void): void;
-  start(): Promise<void>;
-  close(): Promise<void>;
 }
 
 /** Every node runs its own background work, as the single-node broker did. */
@@ -21,7 +21,9 @@ export class AlwaysActive implements BackgroundGate {
 
   onChange(): void {}
 
-  async start(): Promise<void> {}
+  async activate(): Promise<void> {}
+
+  async deactivate(): Promise<void> {}
 
   async close(): Promise<void> {}
 }

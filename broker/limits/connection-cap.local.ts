@@ -6,6 +6,12 @@ export class LocalConnectionCap implements ConnectionCap {
 
   constructor(private readonly cap: number) {}
 
+  async activate(): Promise<void> {}
+
+  async deactivate(): Promise<void> {}
+
+  async close(): Promise<void> {}
+
   async admit(meshId: string, sessionId: string): Promise<boolean> {
     let set = this.sessions.get(meshId);
     if (!set) {

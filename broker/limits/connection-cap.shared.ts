@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from '../log.js';
 import type { ConnectionCap } from './connection-cap.js';
+import type { LocalConnectionCap } from './connection-cap.local.js';
 
 /**
  * Counts a mesh's sessions over every node: `cap:<mesh>:nodes` lists the nodes that hold some, and
@@ -35,7 +36,8 @@ export interface SharedCapOptions {
   nodeId: string;
   cap: number;
   partTtlMs: number;
-  fallback: ConnectionCap;
+  /** This node's own count: kept in step, served while Redis is unreachable, adopted on a flip. */
+  fallback: LocalConnectionCap;
   onFallback: () => void;
   log: Logger;
 }
@@ -51,15 +53,23 @@ export class SharedConnectionCap implements ConnectionCap {
 
   constructor(private readonly options: SharedCapOptions) {}
 
-  /** Keeps this node's parts alive (the switch starts it when the row goes shared). */
-  start(): void {
+  /**
+   * Keeps this node's parts alive; the sessions this node admitted while the row was local (the fallback
+   * counted them) are counted globally from now on.
+   */
+  async activate(): Promise<void> {
     this.refresher ??= setInterval(() => void this.refresh(), Math.max(250, this.options.partTtlMs / 3));
     this.refresher.unref();
+    for (const { meshId, sessionId } of this.options.fallback.entries()) this.remember(meshId, sessionId);
+    // A part left from an earlier shared period may list sessions that ended meanwhile: replace it.
+    await this.refresh(true);
   }
 
-  async stop(): Promise<void> {
+  /** This node's parts expire by themselves; its local count (the fallback) stays exact. */
+  async deactivate(): Promise<void> {
     if (this.refresher) clearInterval(this.refresher);
     this.refresher = undefined;
+    this.held.clear();
   }
 
   async admit(meshId: string, sessionId: string): Promise<boolean> {
@@ -100,15 +110,7 @@ export class SharedConnectionCap implements ConnectionCap {
     await this.options.redis.srem(`cap:${meshId}:${this.options.nodeId}`, sessionId).catch(() => {});
   }
 
-  async close(): Promise<void> {
-    await this.stop();
-  }
-
-  /** Flip to shared: the sessions this node admitted while local are counted globally from now on. */
-  async adopt(entries: Array<{ meshId: string; sessionId: string }>): Promise<void> {
-    for (const { meshId, sessionId } of entries) this.remember(meshId, sessionId);
-    await this.refresh();
-  }
+  async close(): Promise<void> {}
 
   private remember(meshId: string, sessionId: string): void {
     let set = this.held.get(meshId);
@@ -120,12 +122,13 @@ export class SharedConnectionCap implements ConnectionCap {
   }
 
   /** Re-asserts this node's parts (also after Redis lost them in a restart). */
-  private async refresh(): Promise<void> {
+  private async refresh(replace = false): Promise<void> {
     if (this.options.redis.status !== 'ready') return;
     const { redis, nodeId, partTtlMs } = this.options;
     try {
       const pipeline = redis.pipeline();
       for (const [meshId, sessions] of this.held) {
+        if (replace) pipeline.del(`cap:${meshId}:${nodeId}`);
         pipeline.sadd(`cap:${meshId}:${nodeId}`, ...sessions);
         pipeline.pexpire(`cap:${meshId}:${nodeId}`, partTtlMs);
         pipeline.sadd(`cap:${meshId}:nodes`, nodeId);

@@ -12,6 +12,12 @@ export class LocalRateLimits implements RateLimits {
     this.unions = limiterUnions(policies, (options) => new RateLimiterMemory(options));
   }
 
+  async activate(): Promise<void> {}
+
+  async deactivate(): Promise<void> {}
+
+  async close(): Promise<void> {}
+
   consume(kind: LimitKind, key: string): Promise<RateDecision> {
     return consumeFrom(this.unions[kind], key);
   }

@@ -27,6 +27,12 @@ export class SharedRateLimits implements RateLimits {
     );
   }
 
+  async activate(): Promise<void> {}
+
+  async deactivate(): Promise<void> {}
+
+  async close(): Promise<void> {}
+
   async consume(kind: LimitKind, key: string): Promise<RateDecision> {
     if (this.redis.status === 'ready') {
       try {

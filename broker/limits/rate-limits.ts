@@ -1,5 +1,7 @@
+import type { Lifecycle } from '../rows/lifecycle.js';
+
 /**
- * Rate limits: send per member, hook per session (DESIGN §2, row "send / hook / token rate limits").
+ * Rate limits: send per member, hook per session (docs/design.md §2, row "send / hook / token rate limits").
  *
  * Contract: `consume` takes one point from every window of the kind's policy for `key`; it is allowed
  * only when every window still had a point. Implementations differ in where the buckets live (this
@@ -14,7 +16,7 @@ export interface RateDecision {
   retryAfterMs: number;
 }
 
-export interface RateLimits {
+export interface RateLimits extends Lifecycle {
   consume(kind: LimitKind, key: string): Promise<RateDecision>;
 }
 

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { ProtocolError } from '../../protocol/errors.js';
 import type { SessionIdentity } from '../connections/connection.js';
-import { ProtocolError } from '../protocol/errors.js';
 import {
   assertCallable,
   callResultFrame,
@@ -10,6 +10,8 @@ import {
   type McpServerEntry,
   type McpSink,
   type McpTool,
+  outcomeOf,
+  STOPPED_ROUTING,
 } from './mcp.js';
 
 interface PendingCall {
@@ -138,10 +140,14 @@ export class LocalMcpRegistry implements McpRegistry {
     );
   }
 
-  async close(): Promise<void> {
-    for (const call of this.pending.values()) clearTimeout(call.timer);
-    this.pending.clear();
+  async activate(): Promise<void> {}
+
+  /** The row went shared: calls waiting here get their answer now (the registry moves, they do not). */
+  async deactivate(): Promise<void> {
+    this.failCalls(() => true, STOPPED_ROUTING);
   }
+
+  async close(): Promise<void> {}
 
   private failCalls(match: (call: PendingCall) => boolean, error: string): void {
     for (const [invokeId, call] of this.pending) if (match(call)) this.finish(invokeId, { error });
@@ -153,5 +159,6 @@ export class LocalMcpRegistry implements McpRegistry {
     this.pending.delete(invokeId);
     clearTimeout(call.timer);
     this.sink.send(call.callerSession, callResultFrame(call, outcome));
+    this.sink.callEnded(outcomeOf(outcome));
   }
 }

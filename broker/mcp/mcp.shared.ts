@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import type { Bus } from '../bus/bus.js';
+import { ProtocolError } from '../../protocol/errors.js';
+import type { Bus, Unsubscribe } from '../bus/bus.js';
+import type { McpInvoke } from '../bus/messages.js';
 import type { SessionIdentity } from '../connections/connection.js';
 import type { Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
-import { ProtocolError } from '../protocol/errors.js';
 import {
   assertCallable,
   callResultFrame,
@@ -13,6 +14,8 @@ import {
   type McpServerEntry,
   type McpSink,
   type McpTool,
+  outcomeOf,
+  STOPPED_ROUTING,
 } from './mcp.js';
 
 /** A call waiting on this (the caller's) node for its result. */
@@ -55,6 +58,7 @@ const COLUMNS = `server, description, tools, host_pubkey AS host, host_session A
 export class SharedMcpRegistry implements McpRegistry {
   private readonly waiting = new Map<string, WaitingCall>();
   private readonly routed = new Map<string, RoutedCall>();
+  private detach: Unsubscribe[] = [];
 
   constructor(
     private readonly pool: Pool,
@@ -63,10 +67,25 @@ export class SharedMcpRegistry implements McpRegistry {
     private readonly sink: McpSink,
     private readonly callTimeoutMs: number,
     private readonly log: Logger,
-  ) {
-    bus.on('mcp.invoke', (_node, payload) => this.invokeHere(payload));
-    bus.on('mcp.result', (_node, payload) =>
-      this.finish(String(payload.invokeId), payload.outcome as Outcome),
+  ) {}
+
+  /** Takes calls for the hosts connected here, and the answers to calls made here. */
+  async activate(): Promise<void> {
+    if (this.detach.length > 0) return;
+    this.detach = [
+      this.bus.on('mcp.invoke', (_node, payload) => this.invokeHere(payload)),
+      this.bus.on('mcp.result', (_node, payload) => this.finish(payload.invokeId, payload.outcome)),
+    ];
+  }
+
+  /** The row went local: every call in flight through this node gets its answer now. */
+  async deactivate(): Promise<void> {
+    for (const off of this.detach) off();
+    this.detach = [];
+    for (const invokeId of [...this.waiting.keys()]) this.finish(invokeId, { error: STOPPED_ROUTING });
+    this.failRouted(
+      () => true,
+      'host_left: the host node stopped routing MCP calls (a flag flip or a shutdown)',
     );
   }
 
@@ -124,7 +143,7 @@ export class SharedMcpRegistry implements McpRegistry {
       rid: call.rid,
       timer,
     });
-    const invoke = {
+    const invoke: McpInvoke = {
       invokeId,
       callerNode: this.nodeId,
       hostSession: entry.hostSession,
@@ -196,11 +215,7 @@ export class SharedMcpRegistry implements McpRegistry {
     }
   }
 
-  async close(): Promise<void> {
-    for (const call of this.waiting.values()) clearTimeout(call.timer);
-    this.waiting.clear();
-    this.failRouted(() => true, 'host_left: the host node is shutting down');
-  }
+  async close(): Promise<void> {}
 
   private async find(meshId: string, server: string): Promise<ServerRow | undefined> {
     const result = await this.pool.query<ServerRow>(
@@ -211,14 +226,14 @@ export class SharedMcpRegistry implements McpRegistry {
   }
 
   /** On the host's node: hand the invoke to the host session, remembering where the answer goes. */
-  private invokeHere(payload: Record<string, unknown>): void {
-    const invokeId = String(payload.invokeId);
+  private invokeHere(payload: McpInvoke): void {
+    const { invokeId } = payload;
     const expiry = setTimeout(() => this.routed.delete(invokeId), this.callTimeoutMs + 5000);
     expiry.unref();
     const call: RoutedCall = {
-      callerNode: String(payload.callerNode),
-      hostSession: String(payload.hostSession),
-      server: String(payload.server),
+      callerNode: payload.callerNode,
+      hostSession: payload.hostSession,
+      server: payload.server,
       expiry,
     };
     this.routed.set(invokeId, call);
@@ -227,7 +242,7 @@ export class SharedMcpRegistry implements McpRegistry {
       void this.answer(invokeId, call.callerNode, { error: 'host_left: the host is not connected' });
       return;
     }
-    this.sink.send(call.hostSession, payload.frame as object);
+    this.sink.send(call.hostSession, payload.frame);
   }
 
   private failRouted(match: (call: RoutedCall) => boolean, error: string): void {
@@ -257,6 +272,7 @@ export class SharedMcpRegistry implements McpRegistry {
     this.waiting.delete(invokeId);
     clearTimeout(call.timer);
     this.sink.send(call.callerSession, callResultFrame(call, outcome));
+    this.sink.callEnded(outcomeOf(outcome));
   }
 }
 

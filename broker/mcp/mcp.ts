@@ -1,5 +1,5 @@
 /**
- * MCP tools hosted by peers (DESIGN §2, row "mcpRegistry + call resolvers").
+ * MCP tools hosted by peers (docs/design.md §2, row "mcpRegistry + call resolvers").
  *
  * Contract:
  * - A server name is unique in a mesh; only its host session may unregister it or answer its calls.
@@ -9,22 +9,17 @@
  * - A server goes offline with its host's socket and disappears when the host's session ends.
  * - Frames reach sockets through the `McpSink` the node registered.
  */
+
+import { ProtocolError } from '../../protocol/errors.js';
+import type { McpCallResult, McpServer, McpTool } from '../../protocol/frames.js';
 import type { SessionIdentity } from '../connections/connection.js';
-import { ProtocolError } from '../protocol/errors.js';
+import type { Lifecycle } from '../rows/lifecycle.js';
 
-export interface McpTool {
-  name: string;
-  description: string;
-  inputSchema: Record<string, unknown>;
-}
+export type { McpTool };
 
-export interface McpServerEntry {
-  server: string;
-  description: string;
-  host: string;
+/** A server as `mcp.list_result` lists it, with the session hosting it. */
+export interface McpServerEntry extends McpServer {
   hostSession: string;
-  tools: McpTool[];
-  online: boolean;
 }
 
 export interface McpCall {
@@ -58,7 +53,7 @@ export function assertCallable(
 export function callResultFrame(
   call: { callerCallId: string; rid: string | undefined },
   outcome: { result?: unknown; error?: string },
-): object {
+): McpCallResult {
   return {
     type: 'mcp.call_result',
     callId: call.callerCallId,
@@ -67,14 +62,27 @@ export function callResultFrame(
   };
 }
 
+/** The answer of a call still pending when its node stops routing calls (a flip of `ha.mcp`, a drain). */
+export const STOPPED_ROUTING = 'unavailable: this node stopped routing MCP calls (a flag flip or a shutdown)';
+
+/** How a call ended for its caller (the `outcome` label of mesh_broker_mcp_calls_total). */
+export type CallOutcome = 'result' | 'error' | 'timeout';
+
+export function outcomeOf(outcome: { error?: string }): CallOutcome {
+  if (outcome.error === undefined) return 'result';
+  return outcome.error === 'timeout' ? 'timeout' : 'error';
+}
+
 /** This node's sockets, as the MCP registry reaches them. */
 export interface McpSink {
   send(sessionId: string, frame: object): void;
   /** Whether the session has a socket on this node. */
   reaches(sessionId: string): boolean;
+  /** A call made through this node got its one answer. */
+  callEnded(outcome: CallOutcome): void;
 }
 
-export interface McpRegistry {
+export interface McpRegistry extends Lifecycle {
   register(host: SessionIdentity, server: string, description: string, tools: McpTool[]): Promise<void>;
   unregister(host: SessionIdentity, server: string): Promise<void>;
   list(meshId: string): Promise<McpServerEntry[]>;
@@ -86,5 +94,4 @@ export interface McpRegistry {
   hostReconnected(session: SessionIdentity): Promise<void>;
   /** The session left for good: its servers are removed. */
   sessionEnded(meshId: string, sessionId: string): Promise<void>;
-  close(): Promise<void>;
 }

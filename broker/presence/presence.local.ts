@@ -1,5 +1,6 @@
 import type { SessionIdentity } from '../connections/connection.js';
 import type { Pool } from '../db/pool.js';
+import type { NonceGuard } from '../hello/nonces.js';
 import type { Logger } from '../log.js';
 import type { Presence, PresenceEntry, PresenceEvents } from './presence.js';
 
@@ -16,6 +17,9 @@ export interface LocalPresenceOptions {
   nodeId: string;
   graceMs: number;
   events: PresenceEvents;
+  nonces: NonceGuard;
+  /** The sessions connected to this node now (taken over when the row flips back to local). */
+  connected: () => SessionIdentity[];
   log: Logger;
 }
 
@@ -30,8 +34,27 @@ export class LocalPresence implements Presence {
 
   constructor(private readonly options: LocalPresenceOptions) {}
 
-  async start(): Promise<void> {
-    await this.options.pool.query('DELETE FROM presence WHERE node_id = $1', [this.options.nodeId]);
+  /** At boot: forget this node's rows of an earlier run. After a flip: the sessions here are ours again. */
+  async activate(boot: boolean): Promise<void> {
+    if (boot) {
+      await this.options.pool.query('DELETE FROM presence WHERE node_id = $1', [this.options.nodeId]);
+      return;
+    }
+    for (const identity of this.options.connected()) {
+      if (!this.sessions.has(identity.sessionId)) {
+        this.sessions.set(identity.sessionId, { identity, connectedAt: new Date(), status: null });
+      }
+    }
+  }
+
+  /** The sessions go to the shared implementation (their rows stay): forget them and their grace timers. */
+  async deactivate(): Promise<void> {
+    for (const session of this.sessions.values()) if (session.graceTimer) clearTimeout(session.graceTimer);
+    this.sessions.clear();
+  }
+
+  claimNonce(nonce: string): Promise<boolean> {
+    return this.options.nonces.claim(nonce);
   }
 
   async attach(identity: SessionIdentity): Promise<{ reattached: boolean }> {
@@ -143,23 +166,9 @@ export class LocalPresence implements Presence {
     return entries;
   }
 
-  /** Node shutdown: forget this node's sessions and clear their rows (only theirs). */
+  /** Node shutdown: this node's sessions end with it; only its own rows are cleared. */
   async close(): Promise<void> {
-    for (const session of this.sessions.values()) if (session.graceTimer) clearTimeout(session.graceTimer);
-    const sessionIds = [...this.sessions.keys()];
-    this.sessions.clear();
-    await this.options.pool.query(
-      'DELETE FROM presence WHERE node_id = $1 AND session_id = ANY ($2::uuid[])',
-      [this.options.nodeId, sessionIds],
-    );
-  }
-
-  /** Flip back to local: the sessions connected here now are this node's again (no joins announced). */
-  adopt(identities: SessionIdentity[]): void {
-    for (const identity of identities) {
-      if (!this.sessions.has(identity.sessionId)) {
-        this.sessions.set(identity.sessionId, { identity, connectedAt: new Date(), status: null });
-      }
-    }
+    await this.options.nonces.close();
+    await this.options.pool.query('DELETE FROM presence WHERE node_id = $1', [this.options.nodeId]);
   }
 }

@@ -1,9 +1,10 @@
-import type { Bus } from '../bus/bus.js';
+import { CloseCode } from '../../protocol/errors.js';
+import type { Bus, Unsubscribe } from '../bus/bus.js';
 import type { SessionIdentity } from '../connections/connection.js';
 import { inTransaction, type Pool } from '../db/pool.js';
 import { HelloRejected } from '../hello/admission.js';
+import type { NonceGuard } from '../hello/nonces.js';
 import type { Logger } from '../log.js';
-import { CloseCode } from '../protocol/errors.js';
 import type { Presence, PresenceEntry, PresenceEvents, PresenceFrame } from './presence.js';
 
 export interface SharedPresenceOptions {
@@ -16,10 +17,10 @@ export interface SharedPresenceOptions {
   reapEveryMs: number;
   /** Events this node originates: its sockets, and the node's side effects (audit, cleanup). */
   events: PresenceEvents;
-  /** Events another node originated: this node's sockets only. */
-  relay: PresenceEvents;
   /** Closes this node's socket of a session that connected again on another node (4409). */
   kickLocal: (sessionId: string) => void;
+  /** Cluster-wide nonces (Redis), falling back to this node's memory while Redis is unreachable. */
+  nonces: NonceGuard;
   log: Logger;
 }
 
@@ -46,32 +47,40 @@ interface Row {
 export class SharedPresence implements Presence {
   private readonly graceTimers = new Map<string, NodeJS.Timeout>();
   private reaper: NodeJS.Timeout | undefined;
+  private detachKick: Unsubscribe | undefined;
 
-  constructor(private readonly options: SharedPresenceOptions) {
-    options.bus.on('presence.event', (meshId, payload) =>
-      options.relay(meshId, payload as unknown as PresenceFrame),
+  constructor(private readonly options: SharedPresenceOptions) {}
+
+  /**
+   * Starts reaping and taking kicks. At boot, the rows an earlier run of this node left behind get their
+   * grace period (their sockets are gone); after a flip, the sessions here already have their rows.
+   */
+  async activate(boot: boolean): Promise<void> {
+    if (boot) {
+      await this.options.pool.query(
+        'UPDATE presence SET disconnected_at = now() WHERE node_id = $1 AND disconnected_at IS NULL',
+        [this.options.nodeId],
+      );
+    }
+    this.detachKick ??= this.options.bus.on('presence.kick', (_node, payload) =>
+      this.options.kickLocal(payload.sessionId),
     );
-    options.bus.on('presence.kick', (_node, payload) => options.kickLocal(String(payload.sessionId)));
-  }
-
-  async start(): Promise<void> {
-    // Rows an earlier run of this node left behind: their sockets are gone; give them their grace period.
-    await this.options.pool.query(
-      'UPDATE presence SET disconnected_at = now() WHERE node_id = $1 AND disconnected_at IS NULL',
-      [this.options.nodeId],
-    );
-    this.activate();
-  }
-
-  /** Starts reaping (at boot, or when the row's flag turns this implementation on). */
-  activate(): void {
     this.reaper ??= setInterval(() => void this.reap(), this.options.reapEveryMs);
     this.reaper.unref();
   }
 
-  deactivate(): void {
+  /** Stops reaping, kicks and grace timers (the rows stay: whoever runs presence next owns them). */
+  async deactivate(): Promise<void> {
     if (this.reaper) clearInterval(this.reaper);
     this.reaper = undefined;
+    this.detachKick?.();
+    this.detachKick = undefined;
+    for (const timer of this.graceTimers.values()) clearTimeout(timer);
+    this.graceTimers.clear();
+  }
+
+  claimNonce(nonce: string): Promise<boolean> {
+    return this.options.nonces.claim(nonce);
   }
 
   async attach(identity: SessionIdentity): Promise<{ reattached: boolean }> {
@@ -172,10 +181,9 @@ export class SharedPresence implements Presence {
     return result.rows.map((row) => ({ ...row, connectedAt: row.connectedAt.toISOString() }));
   }
 
+  /** Node shutdown: this node's sessions get their grace period, so they can reattach elsewhere. */
   async close(): Promise<void> {
-    if (this.reaper) clearInterval(this.reaper);
-    for (const timer of this.graceTimers.values()) clearTimeout(timer);
-    this.graceTimers.clear();
+    await this.options.nonces.close();
     await this.options.pool.query(
       'UPDATE presence SET disconnected_at = now() WHERE node_id = $1 AND disconnected_at IS NULL',
       [this.options.nodeId],
@@ -220,10 +228,6 @@ export class SharedPresence implements Presence {
 
   private emit(meshId: string, frame: PresenceFrame): void {
     this.options.events(meshId, frame);
-    void this.options.bus.publishToMesh(
-      meshId,
-      'presence.event',
-      frame as unknown as Record<string, unknown>,
-    );
+    void this.options.bus.publishToMesh(meshId, 'presence.event', frame);
   }
 }

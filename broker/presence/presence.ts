@@ -1,39 +1,35 @@
 /**
- * Presence: which sessions of a mesh are online, and the `peer.joined` / `peer.left` events.
+ * Presence: which sessions of a mesh are online, the `peer.joined` / `peer.left` events, and the hello
+ * nonces already used (replay protection is part of knowing who is who: one row, one flag).
  *
  * Contract:
- * - `start` runs once at node start, before any hello.
+ * - The first `activate(true)` runs at node start, before any hello: it forgets what an earlier run of
+ *   this node left behind. A later `activate(false)` (a flip) takes over the sessions connected here.
  * - `attach` is called once a hello is accepted. A session that comes back within the grace period is
  *   reattached: no `peer.joined`, and no `peer.left` for the short absence.
  * - `detach` is called when the session's socket closes. The session stays listed (disconnected) for the
  *   grace period; then it leaves and `peer.left` is emitted once.
  * - `leave` ends a session at once (member revoked).
  * - Events go to the `PresenceEvents` handler the node registered; it fans them out to sockets.
+ * - `claimNonce` is true the first time a nonce is seen within the window in which its hello's timestamp
+ *   is acceptable (twice the allowed skew), false for every later attempt (see hello/nonces.ts).
  * - `close` (node shutdown) clears only this node's sessions.
  */
+
+import type { Peer, PeerJoined, PeerLeft, PeerStatus } from '../../protocol/frames.js';
 import type { SessionIdentity } from '../connections/connection.js';
+import type { Lifecycle } from '../rows/lifecycle.js';
 
-export interface PresenceEntry {
-  pubkey: string;
-  sessionId: string;
-  name: string | null;
-  groups: string[];
-  node: string;
-  connectedAt: string;
-  status: string | null;
-}
+/** A session as `peers.list` lists it. */
+export type PresenceEntry = Peer;
 
-export type PresenceFrame =
-  | { type: 'peer.joined'; pubkey: string; sessionId: string; name: string | null }
-  | { type: 'peer.left'; pubkey: string; sessionId: string }
-  | { type: 'peer.status'; pubkey: string; sessionId: string; status: string };
+export type PresenceFrame = PeerJoined | PeerLeft | PeerStatus;
 
 /** Where presence events go: the node sends them to the mesh's sessions (except the subject's own). */
 export type PresenceEvents = (meshId: string, frame: PresenceFrame) => void;
 
-export interface Presence {
-  /** Node start: forget what an earlier run of this node left behind. */
-  start(): Promise<void>;
+export interface Presence extends Lifecycle {
+  claimNonce(nonce: string): Promise<boolean>;
   attach(session: SessionIdentity): Promise<{ reattached: boolean }>;
   detach(session: SessionIdentity): Promise<void>;
   leave(session: SessionIdentity): Promise<void>;
@@ -42,5 +38,4 @@ export interface Presence {
   /** The member id that holds `sessionId`, if any node knows the session. */
   ownerOf(sessionId: string): Promise<number | undefined>;
   list(meshId: string): Promise<PresenceEntry[]>;
-  close(): Promise<void>;
 }

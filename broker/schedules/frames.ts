@@ -1,27 +1,15 @@
-import { z } from 'zod';
+import { ProtocolError } from '../../protocol/errors.js';
+import type { ScheduleInfo } from '../../protocol/frames.js';
+import { scheduleCancelFrame, scheduleCreateFrame, scheduleListFrame } from '../../protocol/requests.js';
+import type { FrameRoutes } from '../../protocol/routes.js';
 import type { AuditLog } from '../audit/audit.js';
 import type { Directory } from '../identity/directory.js';
-import { ProtocolError } from '../protocol/errors.js';
-import { idField, rid, sendTarget } from '../protocol/frames.js';
-import type { Router } from '../ws/router.js';
 import type { Scheduler } from './scheduler.js';
 import type { Schedule, ScheduleStore } from './store.js';
 import { cronProblem, nextCronRun } from './timing.js';
 
 /** `at` may lag the node's clock by this much (a peer's clock skew) and still count as "now". */
 const PAST_TOLERANCE_MS = 1000;
-
-const createFrame = z.object({
-  type: z.literal('schedule.create'),
-  to: sendTarget,
-  body: z.string(),
-  at: z.number().int().positive().optional(),
-  cron: z.string().max(200).optional(),
-  tz: z.string().max(64).optional(),
-  rid,
-});
-const cancelFrame = z.object({ type: z.literal('schedule.cancel'), scheduleId: idField, rid });
-const listFrame = z.object({ type: z.literal('schedule.list'), rid });
 
 export interface ScheduleFramesOptions {
   store: ScheduleStore;
@@ -32,7 +20,7 @@ export interface ScheduleFramesOptions {
   maxBodyBytes: number;
 }
 
-function view(schedule: Schedule) {
+function view(schedule: Schedule): ScheduleInfo {
   return {
     scheduleId: schedule.scheduleId,
     to: schedule.to,
@@ -46,11 +34,11 @@ function view(schedule: Schedule) {
   };
 }
 
-/** The schedule frames (PROTOCOL.md § Scheduled messages). */
-export function registerScheduleFrames(router: Router, options: ScheduleFramesOptions): void {
+/** The schedule frames (docs/protocol.md § Scheduled messages). */
+export function registerScheduleFrames(router: FrameRoutes, options: ScheduleFramesOptions): void {
   const { store, directory, audit } = options;
 
-  router.on('schedule.create', createFrame, async (frame, { identity }) => {
+  router.on('schedule.create', scheduleCreateFrame, async (frame, { identity }) => {
     if ((frame.at === undefined) === (frame.cron === undefined)) {
       throw new ProtocolError('bad_request', 'give exactly one of "at" (ms since the epoch) or "cron"');
     }
@@ -107,7 +95,7 @@ export function registerScheduleFrames(router: Router, options: ScheduleFramesOp
     return { type: 'schedule.created', scheduleId: schedule.scheduleId, nextFireAt: nextFireAt.getTime() };
   });
 
-  router.on('schedule.cancel', cancelFrame, async (frame, { identity }) => {
+  router.on('schedule.cancel', scheduleCancelFrame, async (frame, { identity }) => {
     await store.cancel(identity.meshId, identity.memberId, frame.scheduleId);
     options.scheduler.cancelled(frame.scheduleId);
     audit.record({
@@ -119,7 +107,7 @@ export function registerScheduleFrames(router: Router, options: ScheduleFramesOp
     return { type: 'schedule.cancelled', scheduleId: frame.scheduleId };
   });
 
-  router.on('schedule.list', listFrame, async (_frame, { identity }) => ({
+  router.on('schedule.list', scheduleListFrame, async (_frame, { identity }) => ({
     type: 'schedule.list_result',
     schedules: (await store.list(identity.meshId, identity.memberId)).map(view),
   }));

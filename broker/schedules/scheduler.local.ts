@@ -20,7 +20,8 @@ export class LocalScheduler implements Scheduler {
     private readonly log: Logger,
   ) {}
 
-  async start(): Promise<void> {
+  /** Arms every active schedule of the database (this node may run background work now). */
+  async activate(): Promise<void> {
     this.closed = false;
     for (const schedule of await this.store.active()) this.arm(schedule);
   }
@@ -34,11 +35,13 @@ export class LocalScheduler implements Scheduler {
     this.timers.delete(scheduleId);
   }
 
-  async close(): Promise<void> {
+  async deactivate(): Promise<void> {
     this.closed = true;
     for (const timer of this.timers.values()) clearTimeout(timer);
     this.timers.clear();
   }
+
+  async close(): Promise<void> {}
 
   private arm(schedule: Schedule): void {
     if (this.closed || !schedule.nextFireAt) return;

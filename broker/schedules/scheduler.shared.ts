@@ -1,7 +1,7 @@
+import { ProtocolError } from '../../protocol/errors.js';
 import { inTransaction, type Pool } from '../db/pool.js';
 import type { AcceptedMessage } from '../delivery/store.js';
 import type { Logger } from '../log.js';
-import { ProtocolError } from '../protocol/errors.js';
 import { announceOccurrence, type FireOptions, occurrenceMessage } from './fire.js';
 import type { Scheduler } from './scheduler.js';
 import type { Schedule, ScheduleStore } from './store.js';
@@ -36,11 +36,7 @@ export class SharedScheduler implements Scheduler {
 
   constructor(private readonly options: SharedSchedulerOptions) {}
 
-  async start(): Promise<void> {
-    this.activate();
-  }
-
-  activate(): void {
+  async activate(): Promise<void> {
     this.poller ??= setInterval(() => void this.poll(), this.options.pollMs);
     this.poller.unref();
   }
@@ -71,9 +67,7 @@ export class SharedScheduler implements Scheduler {
 
   cancelled(): void {} // the fire re-checks under the schedule's lock
 
-  close(): Promise<void> {
-    return this.deactivate();
-  }
+  async close(): Promise<void> {}
 
   /** One poll at a time per node; each due schedule fired in its own transaction. */
   poll(): Promise<void> {

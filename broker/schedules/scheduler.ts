@@ -1,5 +1,6 @@
+import type { Lifecycle } from '../rows/lifecycle.js';
 /**
- * The scheduler: who arms and fires scheduled messages (DESIGN §2, row "scheduledMessages").
+ * The scheduler: who arms and fires scheduled messages (docs/design.md §2, row "scheduledMessages").
  *
  * Contract:
  * - Each occurrence becomes one durable message from the creator (`fire`), even while the creator is
@@ -12,9 +13,8 @@ import type { Schedule } from './store.js';
 /** Turns one occurrence into a durable message and records it; never throws (logs and counts). */
 export type FireOccurrence = (schedule: Schedule, occurrence: number) => Promise<void>;
 
-export interface Scheduler {
-  start(): Promise<void>;
+export interface Scheduler extends Lifecycle {
+  /** A schedule made through this node (ignored while this node does not run the scheduler). */
   created(schedule: Schedule): void;
   cancelled(scheduleId: string): void;
-  close(): Promise<void>;
 }

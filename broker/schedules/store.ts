@@ -2,8 +2,9 @@
  * Scheduled messages in Postgres: what every scheduler implementation reads and updates. Creation,
  * cancel and list check who may do what; firing bookkeeping is the scheduler's.
  */
+
+import { ProtocolError } from '../../protocol/errors.js';
 import { inTransaction, type Pool, type PoolClient } from '../db/pool.js';
-import { ProtocolError } from '../protocol/errors.js';
 
 export interface Schedule {
   scheduleId: string;

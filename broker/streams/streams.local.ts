@@ -43,6 +43,11 @@ export class LocalStreams implements Streams {
       this.remove(meshId, stream, sessionId);
   }
 
+  async activate(): Promise<void> {}
+
+  /** The subscriptions stay: the shared implementation is built on this registry. */
+  async deactivate(): Promise<void> {}
+
   async close(): Promise<void> {
     this.subscriptions.clear();
   }

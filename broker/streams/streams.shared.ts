@@ -1,5 +1,4 @@
 import type { Bus } from '../bus/bus.js';
-import { secondsSince } from '../bus/latency.js';
 import type { SessionIdentity } from '../connections/connection.js';
 import type { Pool } from '../db/pool.js';
 import type { StreamDataFrame, Streams } from './streams.js';
@@ -21,14 +20,19 @@ export class SharedStreams implements Streams {
     private readonly local: LocalStreams,
     private readonly pool: Pool,
     private readonly bus: Bus,
-    fanoutLatency: (seconds: number) => void,
-  ) {
-    bus.on('stream.data', (meshId, payload) => {
-      const { publishedAt, ...frame } = payload;
-      const count = local.deliverHere(meshId, frame as unknown as StreamDataFrame);
-      if (count > 0 && typeof publishedAt === 'number') fanoutLatency(secondsSince(publishedAt));
-    });
+  ) {}
+
+  /** Flip to shared: what this node's sessions subscribed to while local is written through first. */
+  async activate(): Promise<void> {
+    for (const { meshId, stream, sessionId } of this.local.all()) {
+      await this.pool.query(
+        'INSERT INTO stream_subscriptions (mesh_id, stream, session_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING',
+        [meshId, stream, sessionId],
+      );
+    }
   }
+
+  async deactivate(): Promise<void> {}
 
   async subscribe(session: SessionIdentity, stream: string): Promise<void> {
     await this.pool.query(
@@ -83,16 +87,6 @@ export class SharedStreams implements Streams {
       sessionId,
     ]);
     await this.local.sessionEnded(meshId, sessionId);
-  }
-
-  /** Flip to shared: what this node's sessions subscribed to while local is written through first. */
-  async adoptLocal(): Promise<void> {
-    for (const { meshId, stream, sessionId } of this.local.all()) {
-      await this.pool.query(
-        'INSERT INTO stream_subscriptions (mesh_id, stream, session_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING',
-        [meshId, stream, sessionId],
-      );
-    }
   }
 
   async close(): Promise<void> {}

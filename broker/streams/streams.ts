@@ -1,5 +1,5 @@
 /**
- * Streams: ephemeral pub/sub inside a mesh (DESIGN §2, row "streamSubscriptions").
+ * Streams: ephemeral pub/sub inside a mesh (docs/design.md §2, row "streamSubscriptions").
  *
  * Contract:
  * - `publish` delivers `stream.data` at most once to every session of the mesh subscribed to the
@@ -8,20 +8,16 @@
  *   end with `sessionEnded` (the session left for good).
  * - Frames reach sockets through the `StreamSink` the node registered (one inbound path).
  */
+import type { StreamData } from '../../protocol/frames.js';
 import type { SessionIdentity } from '../connections/connection.js';
+import type { Lifecycle } from '../rows/lifecycle.js';
 
-export interface StreamDataFrame {
-  type: 'stream.data';
-  stream: string;
-  data: unknown;
-  from: string;
-  fromSession: string;
-}
+export type StreamDataFrame = StreamData;
 
 /** Delivers a stream frame to this node's sessions among `sessionIds`. */
 export type StreamSink = (sessionIds: Iterable<string>, frame: StreamDataFrame) => void;
 
-export interface Streams {
+export interface Streams extends Lifecycle {
   subscribe(session: SessionIdentity, stream: string): Promise<void>;
   unsubscribe(session: SessionIdentity, stream: string): Promise<void>;
   publish(session: SessionIdentity, stream: string, data: unknown): Promise<void>;
@@ -30,5 +26,4 @@ export interface Streams {
   /** A session's hello was accepted on this node (it may bring subscriptions made on another node). */
   sessionStarted(meshId: string, sessionId: string): Promise<void>;
   sessionEnded(meshId: string, sessionId: string): Promise<void>;
-  close(): Promise<void>;
 }

@@ -1,10 +1,14 @@
 import { createHash } from 'node:crypto';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
+import type { WatchMode } from '../../protocol/requests.js';
 import { assertLiteralAllowed, guardedLookup, parseTarget } from './address-guard.js';
 
-/** What a poll reduces the response to: its status code, a body digest, or a (part of a) JSON body. */
-export type WatchMode = 'hash' | 'json' | 'status';
+/**
+ * What a poll reduces the response to (`watch.create`'s mode): its status code, a body digest, or a (part
+ * of a) JSON body.
+ */
+export type { WatchMode };
 
 export interface FetchOptions {
   timeoutMs: number;

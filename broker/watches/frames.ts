@@ -1,24 +1,12 @@
-import { z } from 'zod';
+import { ProtocolError } from '../../protocol/errors.js';
+import type { WatchInfo } from '../../protocol/frames.js';
+import { watchCreateFrame, watchDeleteFrame, watchListFrame } from '../../protocol/requests.js';
+import type { FrameRoutes } from '../../protocol/routes.js';
 import type { AuditLog } from '../audit/audit.js';
-import { ProtocolError } from '../protocol/errors.js';
-import { idField, rid } from '../protocol/frames.js';
-import type { Router } from '../ws/router.js';
 import { BadTargetError, checkTarget, ForbiddenTargetError } from './address-guard.js';
 import { parseNotifyOn, validateExtract } from './fetch-value.js';
 import type { WatchRunner } from './runner.js';
 import type { Watch, WatchLimits, WatchStore } from './store.js';
-
-const createFrame = z.object({
-  type: z.literal('watch.create'),
-  url: z.string().min(1).max(2048),
-  mode: z.enum(['hash', 'json', 'status']),
-  extract: z.string().min(1).max(256).optional(),
-  intervalSec: z.number().int().min(5, 'must be at least 5').max(86_400, 'must be at most 86400'),
-  notifyOn: z.string().min(1).max(256).optional(),
-  rid,
-});
-const deleteFrame = z.object({ type: z.literal('watch.delete'), watchId: idField, rid });
-const listFrame = z.object({ type: z.literal('watch.list'), rid });
 
 export interface WatchFramesOptions {
   store: WatchStore;
@@ -29,7 +17,7 @@ export interface WatchFramesOptions {
   allowPrivate: boolean;
 }
 
-function view(watch: Watch) {
+function view(watch: Watch): WatchInfo {
   return {
     watchId: watch.watchId,
     url: watch.url,
@@ -44,11 +32,11 @@ function view(watch: Watch) {
   };
 }
 
-/** The URL watch frames (PROTOCOL.md § URL watches). */
-export function registerWatchFrames(router: Router, options: WatchFramesOptions): void {
+/** The URL watch frames (docs/protocol.md § URL watches). */
+export function registerWatchFrames(router: FrameRoutes, options: WatchFramesOptions): void {
   const { store, audit } = options;
 
-  router.on('watch.create', createFrame, async (frame, { identity }) => {
+  router.on('watch.create', watchCreateFrame, async (frame, { identity }) => {
     if (frame.extract !== undefined) {
       if (frame.mode !== 'json') throw new ProtocolError('bad_request', '"extract" goes with mode "json"');
       const problem = validateExtract(frame.extract);
@@ -93,7 +81,7 @@ export function registerWatchFrames(router: Router, options: WatchFramesOptions)
     return { type: 'watch.created', watchId: watch.watchId };
   });
 
-  router.on('watch.delete', deleteFrame, async (frame, { identity }) => {
+  router.on('watch.delete', watchDeleteFrame, async (frame, { identity }) => {
     await store.delete(identity.meshId, identity.memberId, frame.watchId);
     options.runner.deleted(frame.watchId);
     audit.record({
@@ -105,7 +93,7 @@ export function registerWatchFrames(router: Router, options: WatchFramesOptions)
     return { type: 'watch.deleted', watchId: frame.watchId };
   });
 
-  router.on('watch.list', listFrame, async (_frame, { identity }) => ({
+  router.on('watch.list', watchListFrame, async (_frame, { identity }) => ({
     type: 'watch.list_result',
     watches: (await store.list(identity.meshId, identity.memberId)).map(view),
   }));

@@ -12,8 +12,6 @@ export interface SharedWatchRunnerOptions {
   leaseMs: number;
   /** Nodes whose heartbeat is older than this are not counted when sharing watches out. */
   nodeDeadMs: number;
-  /** True when only this node runs watch runners (background work behind the active lease). */
-  soleRunner: () => boolean;
   log: Logger;
 }
 
@@ -34,11 +32,7 @@ export class SharedWatchRunner implements WatchRunner {
 
   constructor(private readonly options: SharedWatchRunnerOptions) {}
 
-  async start(): Promise<void> {
-    this.activate();
-  }
-
-  activate(): void {
+  async activate(): Promise<void> {
     this.timer ??= setInterval(() => void this.rebalance(), Math.max(100, this.options.leaseMs / 3));
     this.timer.unref();
     void this.rebalance();
@@ -79,9 +73,7 @@ export class SharedWatchRunner implements WatchRunner {
 
   async sessionEnded(): Promise<void> {} // watches outlive sessions here
 
-  close(): Promise<void> {
-    return this.deactivate();
-  }
+  async close(): Promise<void> {}
 
   rebalance(): Promise<void> {
     this.round ??= this.rebalanceOnce().finally(() => {
@@ -108,7 +100,7 @@ export class SharedWatchRunner implements WatchRunner {
         [nodeDeadMs],
       );
       const { total, nodes } = counts.rows[0]!;
-      const share = this.options.soleRunner() ? total : Math.ceil(total / Math.max(1, nodes));
+      const share = Math.ceil(total / Math.max(1, nodes));
 
       if (mine.size > share) {
         const excess = [...mine].slice(share);

@@ -1,5 +1,6 @@
+import type { Lifecycle } from '../rows/lifecycle.js';
 /**
- * Who polls URL watches (DESIGN §2, row "urlWatches").
+ * Who polls URL watches (docs/design.md §2, row "urlWatches").
  *
  * Contract:
  * - A watch is polled every `intervalSec` (the first poll at once sets the baseline); a poll whose
@@ -12,10 +13,8 @@ import type { Watch } from './store.js';
 
 export type NotifyWatch = (watch: Watch, oldValue: string | null, newValue: string) => Promise<void>;
 
-export interface WatchRunner {
-  start(): Promise<void>;
+export interface WatchRunner extends Lifecycle {
   created(watch: Watch): void;
   deleted(watchId: string): void;
   sessionEnded(meshId: string, sessionId: string): Promise<void>;
-  close(): Promise<void>;
 }

@@ -1,6 +1,7 @@
 /** URL watches in Postgres: creation with limits, delete and list by the creating member, poll results. */
+
+import { ProtocolError } from '../../protocol/errors.js';
 import { inTransaction, type Pool } from '../db/pool.js';
-import { ProtocolError } from '../protocol/errors.js';
 import type { WatchMode } from './fetch-value.js';
 
 export interface Watch {

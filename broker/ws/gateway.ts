@@ -5,6 +5,10 @@
  */
 import type { FastifyRequest } from 'fastify';
 import type { RawData, WebSocket } from 'ws';
+import { CloseCode, ProtocolError } from '../../protocol/errors.js';
+import type { ErrorFrame, Welcome } from '../../protocol/frames.js';
+import { parseJsonObject, parseWith, ridOf } from '../../protocol/parse.js';
+import { helloFrame } from '../../protocol/requests.js';
 import type { SessionIdentity } from '../connections/connection.js';
 import { Connection } from '../connections/connection.js';
 import type { ConnectionRegistry } from '../connections/registry.js';
@@ -14,8 +18,6 @@ import type { ConnectionCap } from '../limits/connection-cap.js';
 import type { Logger } from '../log.js';
 import type { BrokerMetrics } from '../metrics.js';
 import type { Presence } from '../presence/presence.js';
-import { CloseCode, ProtocolError } from '../protocol/errors.js';
-import { helloFrame, parseJsonObject, parseWith, ridOf } from '../protocol/frames.js';
 import type { Router } from './router.js';
 
 /** A socket that has not said hello by then is closed. */
@@ -44,6 +46,8 @@ export interface GatewayOptions {
 export class Gateway {
   private draining = false;
   private readonly liveness: NodeJS.Timeout;
+  /** Each socket's frame queue, while it has one: what a drain waits for. */
+  private readonly queues = new Map<Connection, Promise<void>>();
 
   constructor(private readonly options: GatewayOptions) {
     // A peer whose network died says nothing; a WebSocket ping it cannot answer within one interval
@@ -80,10 +84,12 @@ export class Gateway {
     socket.on('message', (data: RawData, isBinary: boolean) => {
       // One frame at a time per socket: keeps per-sender order and bounds a socket's concurrency to one.
       queue = queue.then(() => this.onFrame(connection, data, isBinary, countError));
+      this.queues.set(connection, queue);
     });
     socket.on('close', () => {
       clearTimeout(helloTimer);
-      queue = queue.then(() => this.onClose(connection));
+      queue = queue.then(() => this.onClose(connection)).finally(() => this.queues.delete(connection));
+      this.queues.set(connection, queue);
     });
     socket.on('pong', () => {
       connection.alive = true;
@@ -91,12 +97,27 @@ export class Gateway {
     socket.on('error', (error) => log.debug({ err: error, connection: connection.id }, 'socket error'));
   }
 
-  /** Drain: refuse new sockets and tell every peer to reconnect elsewhere (1001). */
-  drain(): void {
+  /**
+   * Drain: refuse new sockets, tell every peer to reconnect elsewhere (1001), and wait for the frames
+   * already being handled (a `send` being committed) for at most `timeoutMs` (DRAIN_TIMEOUT_MS).
+   */
+  async drain(timeoutMs: number): Promise<void> {
     this.draining = true;
     clearInterval(this.liveness);
     for (const connection of this.options.connections.all())
       connection.close(CloseCode.draining, 'node draining');
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), timeoutMs);
+    });
+    const settled = Promise.allSettled(this.queues.values()).then(() => 'done' as const);
+    const outcome = await Promise.race([settled, timeout]);
+    clearTimeout(timer);
+    if (outcome === 'timeout')
+      this.options.log.warn(
+        { sockets: this.queues.size, timeoutMs },
+        'drain: frames still in flight; stopping anyway',
+      );
   }
 
   private checkLiveness(): void {
@@ -129,7 +150,6 @@ export class Gateway {
         throw new ProtocolError('unknown_type', `unknown frame type "${frame.type.slice(0, 64)}"`);
       }
       const reply = await this.options.router.handle(frame.type, frame, {
-        connection,
         identity: connection.identity,
         rid,
       });
@@ -153,7 +173,12 @@ export class Gateway {
       const code = error instanceof ProtocolError ? error.code : 'internal';
       const message = error instanceof ProtocolError ? error.message : 'internal error';
       this.options.metrics.frameErrors.inc({ code });
-      connection.send({ type: 'error', code, message, ...(rid === undefined ? {} : { rid }) });
+      connection.send({
+        type: 'error',
+        code,
+        message,
+        ...(rid === undefined ? {} : { rid }),
+      } satisfies ErrorFrame);
       countError();
     }
   }
@@ -162,9 +187,9 @@ export class Gateway {
     const { admission, connections, presence, metrics, nodeId, heartbeatMs } = this.options;
     const hello = parseWith(helloFrame, frame);
     const identity = await admission.admit(hello);
-    if (!(await this.options.cap.admit(identity.meshId, identity.sessionId))) {
-      throw new HelloRejected(CloseCode.meshAtCapacity, 'mesh at capacity');
-    }
+    const admitted = await this.options.cap.admit(identity.meshId, identity.sessionId);
+    metrics.capAdmissions.inc({ outcome: admitted ? 'admitted' : 'refused' });
+    if (!admitted) throw new HelloRejected(CloseCode.meshAtCapacity, 'mesh at capacity');
     if (!connection.isOpen) {
       if (!this.options.connections.session(identity.sessionId)) {
         await this.options.cap.release(identity.meshId, identity.sessionId);
@@ -191,7 +216,7 @@ export class Gateway {
       resumed: reattached,
       heartbeatMs,
       ...(hello.rid === undefined ? {} : { rid: hello.rid }),
-    });
+    } satisfies Welcome);
     connection.welcomed = true;
     try {
       await this.options.onSessionStart(connection);

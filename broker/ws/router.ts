@@ -1,16 +1,7 @@
 import type { z } from 'zod';
-import type { Connection, SessionIdentity } from '../connections/connection.js';
-import { parseWith } from '../protocol/frames.js';
-
-export interface RequestContext {
-  connection: Connection;
-  identity: SessionIdentity;
-  /** The request's `rid`, for handlers that answer later (the gateway adds it to returned replies). */
-  rid: string | undefined;
-}
-
-/** A handler returns its reply frame (the gateway adds `rid`), or nothing when the request has no reply. */
-export type RequestHandler<T> = (frame: T, context: RequestContext) => Promise<object | undefined>;
+import type { ReplyFrame } from '../../protocol/frames.js';
+import { parseWith } from '../../protocol/parse.js';
+import type { FrameRoutes, RequestContext, RequestHandler } from '../../protocol/routes.js';
 
 interface Route {
   schema: z.ZodType;
@@ -18,11 +9,11 @@ interface Route {
 }
 
 /**
- * Request frames of an accepted session, by `type`. Each feature module registers its frames with their
- * schema; the gateway parses nothing itself, so an unknown type or a bad field is answered the same way
- * everywhere.
+ * Request frames of an accepted session, by `type` (the contract rows register on: protocol/routes.ts).
+ * Each feature module registers its frames with their schema; the gateway parses nothing itself, so an
+ * unknown type or a bad field is answered the same way everywhere.
  */
-export class Router {
+export class Router implements FrameRoutes {
   private readonly routes = new Map<string, Route>();
 
   on<S extends z.ZodType>(type: string, schema: S, handler: RequestHandler<z.infer<S>>): void {
@@ -35,7 +26,7 @@ export class Router {
   }
 
   /** Validates and runs the frame's handler; throws ProtocolError for bad input. */
-  async handle(type: string, frame: unknown, context: RequestContext): Promise<object | undefined> {
+  async handle(type: string, frame: unknown, context: RequestContext): Promise<ReplyFrame | undefined> {
     const route = this.routes.get(type)!;
     return route.handler(parseWith(route.schema, frame) as never, context);
   }

@@ -8,8 +8,8 @@
  */
 import type { MeshClient as Client } from '../../client/client.js';
 import { MeshClient } from '../../client/client.js';
-import type { Frame, Message } from '../../client/frames.js';
 import type { MemberKeys } from '../../client/keys.js';
+import type { Frame, Message } from '../../protocol/frames.js';
 import { Random } from '../fuzz/random.js';
 import type { DeliveryChecker, Kind } from '../load/checker.js';
 import { type GeneratorFacts, generateLoad } from '../load/generator.js';

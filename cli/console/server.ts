@@ -33,6 +33,21 @@ const STATIC = join(packageRoot(), 'cli', 'console', 'static');
 const DIST = join(packageRoot(), 'dist');
 
 /**
+ * The compiled SDK files the browser peer loads (under dist/, served at `/sdk/…`): client.js and what
+ * it imports by value, with keys.js mapped to keys.webcrypto.js (peer.html's import map). Type-only
+ * imports are erased, so protocol/frames.js (and zod) are not among them; tests/unit/protocol-boundaries
+ * checks this list against the sources.
+ */
+export const BROWSER_SDK_FILES = [
+  'client/client.js',
+  'client/dedup.js',
+  'client/emitter.js',
+  'client/keys.webcrypto.js',
+  'protocol/errors.js',
+  'protocol/hello-message.js',
+] as const;
+
+/**
  * Files served as they are: the pages, and for the peer page the compiled SDK (dist/) plus two shims
  * that stand in for the SDK's Node imports (`ws`, `node:crypto`). A fixed list, so no path from a URL
  * ever reaches the file system.
@@ -45,15 +60,11 @@ const FILES: Record<string, { path: string; type: string }> = {
   '/sdk/shims/ws.js': { path: join(STATIC, 'shims', 'ws.js'), type: 'text/javascript' },
   '/sdk/shims/node-crypto.js': { path: join(STATIC, 'shims', 'node-crypto.js'), type: 'text/javascript' },
   ...Object.fromEntries(
-    ['client.js', 'dedup.js', 'emitter.js', 'frames.js', 'keys.webcrypto.js'].map((file) => [
-      `/sdk/client/${file}`,
-      { path: join(DIST, 'client', file), type: 'text/javascript' },
+    BROWSER_SDK_FILES.map((file) => [
+      `/sdk/${file}`,
+      { path: join(DIST, ...file.split('/')), type: 'text/javascript' },
     ]),
   ),
-  '/sdk/broker/protocol/hello-message.js': {
-    path: join(DIST, 'broker', 'protocol', 'hello-message.js'),
-    type: 'text/javascript',
-  },
 };
 
 const COOKIE = 'wb_console_key';

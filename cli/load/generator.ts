@@ -7,7 +7,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { MeshClient, MeshRequestError } from '../../client/client.js';
-import type { Frame, Message } from '../../client/frames.js';
+import type { Frame, Message } from '../../protocol/frames.js';
 import type { Channel, DeliveryChecker, Kind } from './checker.js';
 import type { LoadPeerPlan } from './setup.js';
 

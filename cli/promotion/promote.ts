@@ -1,6 +1,6 @@
 /**
  * Promotion of an environment (the local cluster or one of environments/*.json) from its phase to the next, and rollback, as a release
- * manager runs them (DESIGN §5): check health, run the current phase's smoke checks, apply the target phase's
+ * manager runs them (docs/design.md §5): check health, run the current phase's smoke checks, apply the target phase's
  * flag preset, wait until every node acts on it, run the target phase's checks, record it. A failure before
  * the flip changes nothing; a failure after it puts the previous preset back. Every step is recorded
  * (`smoke_runs`, `promotions`, the cluster audit chain).

@@ -5,8 +5,8 @@
  * sessions one.
  */
 import type { MeshClient } from '../../client/client.js';
-import type { Frame } from '../../client/frames.js';
 import type { MemberKeys } from '../../client/keys.js';
+import type { Frame } from '../../protocol/frames.js';
 import { CheckFailed } from './check.js';
 import type { SmokeContext, SmokeMesh } from './context.js';
 

@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { MeshClient } from '../../client/client.js';
-import type { Frame } from '../../client/frames.js';
+import type { Frame } from '../../protocol/frames.js';
 import { runWorkbench } from '../helpers/cli.js';
 import { TestCluster } from '../helpers/cluster.js';
 import { closeAllClients, connectPeer, type TestMesh } from '../helpers/mesh.js';

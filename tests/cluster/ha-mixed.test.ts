@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { MeshClient } from '../../client/client.js';
-import type { Frame } from '../../client/frames.js';
+import type { Frame } from '../../protocol/frames.js';
 import { HA_PART1_FLAGS, TestCluster } from '../helpers/cluster.js';
 import { helloFrame } from '../helpers/hello.js';
 import { closeAllClients, connectPeer } from '../helpers/mesh.js';

@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { Frame } from '../../client/frames.js';
-import { TestCluster } from '../helpers/cluster.js';
+import type { Frame } from '../../protocol/frames.js';
+import { PHASE3_FLAGS, TestCluster } from '../helpers/cluster.js';
 import { closeAllClients, connectPeer } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
@@ -11,7 +11,8 @@ let cluster: TestCluster;
 beforeAll(async () => {
   db = await createTestDatabase('ha_schedules');
   cluster = new TestCluster(db.url, { SCHEDULE_POLL_MS: '200', SCHEDULE_MAX_PER_MEMBER: '1000' });
-  cluster.setFlags('ha', ['ha.schedules', 'ha.delivery', 'ha.presence']);
+  // The shipped phase-3 preset, active lease included (docs/active-lease.md: it gates only local rows).
+  cluster.setFlags('ha', PHASE3_FLAGS);
   await Promise.all(['s1', 's2', 's3'].map((id) => cluster.start(id, 'ha')));
   for (const id of ['s1', 's2', 's3']) await cluster.waitActing(id, { 'ha.schedules': true });
 }, 60_000);

@@ -1,8 +1,8 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { Frame, WatchTriggered } from '../../client/frames.js';
-import { TestCluster } from '../helpers/cluster.js';
+import type { Frame, WatchTriggered } from '../../protocol/frames.js';
+import { PHASE3_FLAGS, TestCluster } from '../helpers/cluster.js';
 import { closeAllClients, connectPeer } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
@@ -19,7 +19,8 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   cluster = new TestCluster(db.url, { WATCH_ALLOW_PRIVATE: 'true' });
-  cluster.setFlags('ha', ['ha.watches', 'ha.presence', 'ha.delivery']);
+  // The shipped phase-3 preset, active lease included (docs/active-lease.md: it gates only local rows).
+  cluster.setFlags('ha', PHASE3_FLAGS);
   await Promise.all(['w1', 'w2', 'w3'].map((id) => cluster.start(id, 'ha')));
   for (const id of ['w1', 'w2', 'w3']) await cluster.waitActing(id, { 'ha.watches': true });
 }, 60_000);

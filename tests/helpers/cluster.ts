@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { FAST_CLUSTER } from '../../cli/cluster/fast-timings.js';
 import { generateMemberKeys } from '../../client/keys.js';
 import { renderFlagsDocument } from '../../flags/document.js';
-import { defaultFlagValues, type FlagKey } from '../../flags/registry.js';
+import { defaultFlagValues, FLAG_KEYS, type FlagKey, phasePreset } from '../../flags/registry.js';
 import { ADMIN_TOKEN } from './broker.js';
 import { type NodeProcess, spawnBrokerProcess } from './cli.js';
 import type { TestMesh } from './mesh.js';
@@ -24,6 +24,9 @@ export const HA_PART1_FLAGS: FlagKey[] = [
   'ha.mcp',
   'ha.clock',
 ];
+
+/** The shipped phase-3 preset (every row shared, the active lease on): what the HA tests of phase 3 run. */
+export const PHASE3_FLAGS: FlagKey[] = FLAG_KEYS.filter((key) => phasePreset(3)[key]);
 
 /**
  * Broker processes sharing one database and one Redis prefix (one cluster), each in a flags environment

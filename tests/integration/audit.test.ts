@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { Frame } from '../../client/frames.js';
+import type { Frame } from '../../protocol/frames.js';
 import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { runWorkbench } from '../helpers/cli.js';
 import { helloFrame, rawSession } from '../helpers/hello.js';

@@ -32,6 +32,21 @@ describe('/health', () => {
     });
   });
 
+  it('/health/active: with ha.active-lease off every healthy node passes it (phase 1 routing follows the lease)', async () => {
+    const response = await fetch(`${node.url}/health/active`);
+    expect({ status: response.status, body: await response.json() }).toEqual({
+      status: 200,
+      body: {
+        status: 'ok',
+        node: node.nodeId,
+        db: 'up',
+        redis: 'up',
+        backgroundWork: 'active',
+        activeLease: 'off',
+      },
+    });
+  });
+
   it('answers 503 while Postgres is down and 200 again once it is back, without a restart', async () => {
     const mesh = await createMesh(node, 2);
     postgres.stop();
@@ -40,6 +55,7 @@ describe('/health', () => {
       return h.status === 503 ? h : undefined;
     });
     expect(down.body).toMatchObject({ status: 'unavailable', node: node.nodeId, db: 'down' });
+    expect((await fetch(`${node.url}/health/active`)).status).toBe(503);
     expect(await (await fetch(`${node.url}/metrics`)).text()).toMatch(/mesh_broker_db_up\{node="[^"]+"\} 0/);
     // A hello meanwhile is closed with 1011 (retry), not left hanging nor refused as if it were bad.
     const socket = await RawSocket.open(node.wsUrl);

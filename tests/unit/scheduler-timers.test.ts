@@ -42,7 +42,7 @@ describe('local scheduler timers', () => {
       occurrences: 0,
       createdAt: new Date(start),
     };
-    await scheduler.start(); // a scheduler arms nothing until this node may run background work
+    await scheduler.activate(); // a scheduler arms nothing until this node may run background work
     scheduler.created(schedule);
     await vi.advanceTimersByTimeAsync(25 * DAY);
     expect(fired).toEqual([]);

@@ -1,6 +1,7 @@
 /**
- * Inbound frame parsing shared by every handler: the envelope, the hello, and the field shapes that
- * several frames use. A frame that fails its schema is answered with `bad_request` naming the field.
+ * Inbound frame parsing shared by every request: the envelope, and the field shapes that several frames
+ * (and the HTTP bodies) use. A frame that fails its schema is answered with `bad_request` naming the field.
+ * The request schemas themselves are in requests.ts.
  */
 import { z } from 'zod';
 import { ProtocolError } from './errors.js';
@@ -32,22 +33,6 @@ export const idField = uuid.transform((value) => value.toLowerCase());
 export const groupName = z
   .string()
   .regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 letters, digits, "_", "." or "-"');
-
-export const helloFrame = z.object({
-  type: z.literal('hello'),
-  v: z.literal(1),
-  meshId: uuid,
-  pubkey: hex(32),
-  sessionId: uuid,
-  ts: z.number().int().nonnegative(),
-  nonce: hex(16),
-  sig: hex(64),
-  name: z.string().max(128).optional(),
-  groups: z.array(groupName).max(32).optional(),
-  resume: z.object({}).passthrough().optional(),
-  rid,
-});
-export type HelloFrame = z.infer<typeof helloFrame>;
 
 /** Where a message goes: a member pubkey, `*` (every other member) or `@group`. */
 export const sendTarget = z.union([z.literal('*'), hex(32), z.string().regex(/^@[A-Za-z0-9_.-]{1,64}$/)], {

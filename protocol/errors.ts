@@ -1,4 +1,4 @@
-/** Stable error codes of `error` frames (PROTOCOL.md). */
+/** Stable error codes of `error` frames (docs/protocol.md). */
 export type ErrorCode =
   | 'bad_request'
   | 'unknown_type'
@@ -23,7 +23,7 @@ export class ProtocolError extends Error {
   }
 }
 
-/** WebSocket close codes (PROTOCOL.md § Transport). */
+/** WebSocket close codes (docs/protocol.md § Errors and close codes). */
 export const CloseCode = {
   normal: 1000,
   draining: 1001,

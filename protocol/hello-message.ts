@@ -1,5 +1,5 @@
 /**
- * The exact UTF-8 string a hello signs (PROTOCOL.md § Identity and hello). Shared by the broker, which
+ * The exact UTF-8 string a hello signs (docs/protocol.md § Identity and hello). Shared by the broker, which
  * verifies it, and the peer SDK, which signs it; pure so that browser builds of the SDK can use it.
  */
 export function helloSigningString(h: {

@@ -1,0 +1,48 @@
+/**
+ * Every message the nodes send each other over the bus, as one discriminated union keyed by `kind`: the
+ * payload type of each kind is written once, here, and both the publisher and the handlers are checked
+ * against it. Payloads are hints (docs/design.md §2): nothing a node must not lose rides only on the bus.
+ */
+import type { ClockTickFrame } from '../clock/clock.js';
+import type { DurableFrame } from '../connections/connection.js';
+import type { PresenceFrame } from '../presence/presence.js';
+import type { StreamDataFrame } from '../streams/streams.js';
+
+/** An MCP call on its way to the node holding the host's socket. */
+export interface McpInvoke {
+  invokeId: string;
+  callerNode: string;
+  hostSession: string;
+  server: string;
+  frame: { type: 'mcp.invoke'; callId: string; server: string; tool: string; args: unknown; caller: string };
+}
+
+/** The payload of each kind. Mesh channel: the scope is a mesh id; node channel: a node id. */
+export interface BusPayloads {
+  /** Mesh: a durable message for recipients with sessions on the receiving node. */
+  'delivery.message': { frame: DurableFrame; recipients: number[]; publishedAt: number };
+  /** Mesh: a presence event for the receiving node's sockets of the mesh. */
+  'presence.event': PresenceFrame;
+  /** Node: close the receiving node's socket of a session that connected again elsewhere. */
+  'presence.kick': { sessionId: string };
+  /** Mesh: a tick of the mesh clock for the receiving node's sockets. */
+  'clock.tick': ClockTickFrame;
+  /** Mesh: a member was revoked; the receiving node closes its sessions. */
+  'member.revoked': { memberId: number };
+  /** Mesh: a stream publish for the receiving node's subscribers (publishedAt: fan-out latency). */
+  'stream.data': StreamDataFrame & { publishedAt: number };
+  /** Node: an MCP call for a host session on the receiving node. */
+  'mcp.invoke': McpInvoke;
+  /** Node: the answer to an MCP call the receiving node is waiting for. */
+  'mcp.result': { invokeId: string; outcome: { result?: unknown; error?: string } };
+}
+
+export type BusKind = keyof BusPayloads;
+
+/** One bus message: the discriminated union of every kind with its payload. */
+export type BusMessage = { [K in BusKind]: { kind: K; payload: BusPayloads[K] } }[BusKind];
+
+export type BusHandler<K extends BusKind> = (scope: string, payload: BusPayloads[K]) => void;
+
+/** A handler of one kind, as a row declares it (see RowParts.relays). */
+export type BusRelay = { [K in BusKind]: { kind: K; handle: BusHandler<K> } }[BusKind];

@@ -1,0 +1,25 @@
+/** Row "connectionsPerMesh (cap)" (flag `ha.connection-cap`, docs/connection-cap.md). */
+import type { RowContext } from '../rows/context.js';
+import { defineRow } from '../rows/row.js';
+import type { ConnectionCap } from './connection-cap.js';
+import { LocalConnectionCap } from './connection-cap.local.js';
+import { SharedConnectionCap } from './connection-cap.shared.js';
+
+export const connectionCapRow = defineRow<ConnectionCap, RowContext>({
+  flag: 'ha.connection-cap',
+  metric: 'mesh_broker_connection_cap_admissions_total',
+  doc: 'docs/connection-cap.md',
+  build: ({ config, log, metrics, redis }) => {
+    const local = new LocalConnectionCap(config.meshConnectionCap);
+    const shared = new SharedConnectionCap({
+      redis,
+      nodeId: config.nodeId,
+      cap: config.meshConnectionCap,
+      partTtlMs: config.nodeDeadMs,
+      fallback: local,
+      onFallback: () => metrics.redisFallbacks.inc({ row: 'connection-cap' }),
+      log,
+    });
+    return { local, shared };
+  },
+});

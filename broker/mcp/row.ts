@@ -1,0 +1,34 @@
+/** Row "mcpRegistry + call resolvers" (flag `ha.mcp`, docs/mcp.md): MCP tools hosted by peers. */
+import type { RowContext } from '../rows/context.js';
+import { defineRow } from '../rows/row.js';
+import type { McpRegistry, McpSink } from './mcp.js';
+import { LocalMcpRegistry } from './mcp.local.js';
+import { SharedMcpRegistry } from './mcp.shared.js';
+
+export const mcpRow = defineRow<McpRegistry, RowContext>({
+  flag: 'ha.mcp',
+  metric: 'mesh_broker_mcp_calls_total',
+  doc: 'docs/mcp.md',
+  build: ({ config, pool, log, metrics, connections, sinks, bus }) => {
+    const sink: McpSink = {
+      send: sinks.toSession,
+      reaches: (sessionId) => connections.session(sessionId) !== undefined,
+      callEnded: (outcome) => metrics.mcpCalls.inc({ outcome }),
+    };
+    const local = new LocalMcpRegistry(sink, config.mcpCallTimeoutMs);
+    const shared = new SharedMcpRegistry(pool, bus, config.nodeId, sink, config.mcpCallTimeoutMs, log);
+    return {
+      local,
+      shared,
+      // Servers move with the flip; calls in flight at that moment are answered, not moved (docs/mcp.md).
+      handOver: async (_from, _to, target) => {
+        if (target === 'shared') await shared.adopt(local.entries());
+      },
+      session: (mcp) => ({
+        started: (identity) => mcp.hostReconnected(identity),
+        socketClosed: (identity) => mcp.hostDisconnected(identity),
+        ended: (meshId, sessionId) => mcp.sessionEnded(meshId, sessionId),
+      }),
+    };
+  },
+});

@@ -1,0 +1,87 @@
+/**
+ * A node's HTTP side on one port: the WebSocket at `/ws`, `/health` (and `/health/active`), `/metrics`,
+ * `/flags`, `POST /hook/status` and the admin API (docs/protocol.md § workbench contract).
+ */
+import websocket from '@fastify/websocket';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
+import type { Redis } from 'ioredis';
+import type { Bus } from '../bus/bus.js';
+import type { BrokerConfig } from '../config.js';
+import type { Pool } from '../db/pool.js';
+import type { FlagRuntime } from '../flag-runtime.js';
+import { registerAdmin } from '../http/admin.js';
+import { registerErrorHandler } from '../http/errors.js';
+import { probeDependencies, registerHealth } from '../http/health.js';
+import { registerHook } from '../http/hook.js';
+import type { Directory } from '../identity/directory.js';
+import type { Logger } from '../log.js';
+import type { BrokerMetrics } from '../metrics.js';
+import type { StateModules } from '../modules.js';
+import type { RowReconciler } from '../rows/reconciler.js';
+import type { Sessions } from './sessions.js';
+
+export interface HttpOptions {
+  config: BrokerConfig;
+  pool: Pool;
+  redis: Redis;
+  bus: Bus;
+  log: Logger;
+  metrics: BrokerMetrics;
+  directory: Directory;
+  modules: StateModules;
+  sessions: Sessions;
+  flags: FlagRuntime;
+  reconciler: RowReconciler;
+  draining: () => boolean;
+}
+
+export async function createHttp(options: HttpOptions): Promise<FastifyInstance> {
+  const { config, pool, redis, bus, log, metrics, modules, sessions, reconciler } = options;
+  const app: FastifyInstance = Fastify({
+    loggerInstance: log as FastifyBaseLogger,
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: 1024 * 1024,
+  });
+  registerErrorHandler(app);
+  await app.register(websocket, {
+    options: { maxPayload: config.maxFrameBytes },
+    // A socket's errors are its peer's doing (an oversized frame, broken framing, a reset): a line at
+    // info, not an error-level log a misbehaving client could flood. ws has already sent 1009 and the
+    // like; the socket is done.
+    errorHandler: (error, socket, request) => {
+      request.log.info({ err: error }, 'websocket error');
+      socket.terminate();
+    },
+  });
+  app.get('/ws', { websocket: true }, (socket, request) => sessions.gateway.accept(socket, request));
+  registerHealth(app, {
+    nodeId: config.nodeId,
+    pool,
+    redis,
+    metrics,
+    draining: options.draining,
+    backgroundActive: () => reconciler.backgroundAllowed(),
+    activeLease: () => {
+      const holds = reconciler.holdsActiveLease();
+      return holds === undefined ? 'off' : holds ? 'holder' : 'standby';
+    },
+  });
+  app.get('/metrics', async (_request, reply) => {
+    await probeDependencies({ pool, redis, metrics });
+    return reply.type(metrics.registry.contentType).send(await metrics.registry.metrics());
+  });
+  registerHook(app, modules.presence, modules.limits, metrics);
+  app.get('/flags', async () => ({ node: config.nodeId, ...options.flags.report() }));
+  registerAdmin(app, {
+    adminToken: config.adminToken,
+    directory: options.directory,
+    pool,
+    // Here at once, and on every other node of the mesh over the bus (the revoked member may be
+    // connected anywhere; its sends are refused by the store whatever node it is on).
+    onRevoked: async (member) => {
+      await sessions.endMemberSessions(member.id);
+      await bus.publishToMesh(member.meshId, 'member.revoked', { memberId: member.id });
+    },
+  });
+  return app;
+}

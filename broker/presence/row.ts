@@ -1,0 +1,51 @@
+/**
+ * Row "presence / sessions" (flag `ha.presence`, docs/presence.md): who is online, the join and leave
+ * events, and the hello nonces already used.
+ */
+import { LocalNonceGuard } from '../hello/nonces.local.js';
+import { SharedNonceGuard } from '../hello/nonces.shared.js';
+import type { RowContext } from '../rows/context.js';
+import { defineRow } from '../rows/row.js';
+import type { Presence } from './presence.js';
+import { LocalPresence } from './presence.local.js';
+import { SharedPresence } from './presence.shared.js';
+
+export const presenceRow = defineRow<Presence, RowContext>({
+  flag: 'ha.presence',
+  metric: 'mesh_broker_hello_rejections_total',
+  doc: 'docs/presence.md',
+  build: ({ config, pool, log, metrics, connections, sinks, redis, bus }) => {
+    const localNonces = new LocalNonceGuard(2 * config.helloSkewMs);
+    const connected = () => connections.all().flatMap((c) => (c.identity ? [c.identity] : []));
+    return {
+      local: new LocalPresence({
+        pool,
+        nodeId: config.nodeId,
+        graceMs: config.presenceGraceMs,
+        events: sinks.presenceEvents,
+        nonces: localNonces,
+        connected,
+        log,
+      }),
+      shared: new SharedPresence({
+        pool,
+        bus,
+        nodeId: config.nodeId,
+        graceMs: config.presenceGraceMs,
+        deadAfterMs: config.nodeDeadMs,
+        reapEveryMs: config.heartbeatMs,
+        events: sinks.presenceEvents,
+        kickLocal: sinks.kickLocal,
+        nonces: new SharedNonceGuard(
+          redis,
+          2 * config.helloSkewMs,
+          localNonces,
+          () => metrics.redisFallbacks.inc({ row: 'nonces' }),
+          log,
+        ),
+        log,
+      }),
+      relays: [{ kind: 'presence.event', handle: (meshId, frame) => sinks.presenceRelay(meshId, frame) }],
+    };
+  },
+});

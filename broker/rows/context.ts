@@ -1,0 +1,39 @@
+/** What every row's `build` may use: the node's infrastructure and its stores and sinks. */
+import type { Redis } from 'ioredis';
+import type { Bus } from '../bus/bus.js';
+import type { BrokerConfig } from '../config.js';
+import type { ConnectionRegistry } from '../connections/registry.js';
+import type { Pool } from '../db/pool.js';
+import type { MessageStore } from '../delivery/store.js';
+import type { Logger } from '../log.js';
+import type { BrokerMetrics } from '../metrics.js';
+import type { PresenceEvents } from '../presence/presence.js';
+import type { ScheduleStore } from '../schedules/store.js';
+import type { StreamSink } from '../streams/streams.js';
+import type { WatchStore } from '../watches/store.js';
+
+/** What the rows deliver through: the node's sockets, reached by session or by mesh. */
+export interface Sinks {
+  presenceEvents: PresenceEvents;
+  /** Presence events another node originated: to this node's sockets only. */
+  presenceRelay: PresenceEvents;
+  /** Closes this node's socket of a session that connected again elsewhere (4409). */
+  kickLocal: (sessionId: string) => void;
+  toSession: (sessionId: string, frame: object) => void;
+  toMesh: (meshId: string, frame: object) => void;
+  streams: StreamSink;
+}
+
+export interface RowContext {
+  config: BrokerConfig;
+  pool: Pool;
+  log: Logger;
+  metrics: BrokerMetrics;
+  connections: ConnectionRegistry;
+  messages: MessageStore;
+  schedules: ScheduleStore;
+  watchStore: WatchStore;
+  sinks: Sinks;
+  redis: Redis;
+  bus: Bus;
+}

@@ -1,0 +1,35 @@
+/** Row "streamSubscriptions" (flag `ha.streams`, docs/streams.md): ephemeral pub/sub inside a mesh. */
+import { secondsSince } from '../bus/latency.js';
+import type { RowContext } from '../rows/context.js';
+import { defineRow } from '../rows/row.js';
+import type { Streams } from './streams.js';
+import { LocalStreams } from './streams.local.js';
+import { SharedStreams } from './streams.shared.js';
+
+export const streamsRow = defineRow<Streams, RowContext>({
+  flag: 'ha.streams',
+  metric: 'mesh_broker_stream_publishes_total',
+  doc: 'docs/streams.md',
+  build: ({ pool, metrics, sinks, bus }) => {
+    // The shared implementation is built on the local registry, which decides who gets a frame here.
+    const local = new LocalStreams(sinks.streams);
+    return {
+      local,
+      shared: new SharedStreams(local, pool, bus),
+      session: (streams) => ({
+        started: (identity) => streams.sessionStarted(identity.meshId, identity.sessionId),
+        ended: (meshId, sessionId) => streams.sessionEnded(meshId, sessionId),
+      }),
+      // What shared nodes publish reaches this node's subscribers in either mode.
+      relays: [
+        {
+          kind: 'stream.data',
+          handle: (meshId, { publishedAt, ...frame }) => {
+            const count = local.deliverHere(meshId, frame);
+            if (count > 0) metrics.fanoutLatency.observe({ kind: 'stream' }, secondsSince(publishedAt));
+          },
+        },
+      ],
+    };
+  },
+});

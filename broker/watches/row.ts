@@ -1,0 +1,49 @@
+/**
+ * Row "urlWatches" (flag `ha.watches`, docs/watches.md): who polls URL watches. Background work: while
+ * local, it runs only where the active lease allows it.
+ */
+import type { Delivery } from '../delivery/delivery.js';
+import type { RowContext } from '../rows/context.js';
+import { defineRow } from '../rows/row.js';
+import { notifyWatch } from './notify.js';
+import { WatchPoller } from './poller.js';
+import type { WatchRunner } from './runner.js';
+import { LocalWatchRunner } from './runner.local.js';
+import { SharedWatchRunner } from './runner.shared.js';
+
+export interface WatchDeps extends RowContext {
+  delivery: Delivery;
+}
+
+export const watchesRow = defineRow<WatchRunner, WatchDeps>({
+  flag: 'ha.watches',
+  metric: 'mesh_broker_watch_notifications_total',
+  doc: 'docs/watches.md',
+  background: true,
+  build: ({ config, pool, log, metrics, messages, watchStore, delivery }) => {
+    // One poller: the two runners only decide which watches this node polls.
+    const poller = new WatchPoller(
+      watchStore,
+      notifyWatch(messages, delivery, metrics),
+      {
+        timeoutMs: config.watchFetchTimeoutMs,
+        maxBytes: config.watchMaxBytes,
+        allowPrivate: config.watchAllowPrivate,
+      },
+      log,
+    );
+    metrics.watchesPolled(() => poller.ids().length);
+    return {
+      local: new LocalWatchRunner(watchStore, poller, log),
+      shared: new SharedWatchRunner({
+        pool,
+        poller,
+        nodeId: config.nodeId,
+        leaseMs: config.nodeDeadMs,
+        nodeDeadMs: config.nodeDeadMs,
+        log,
+      }),
+      session: (watches) => ({ ended: (meshId, sessionId) => watches.sessionEnded(meshId, sessionId) }),
+    };
+  },
+});

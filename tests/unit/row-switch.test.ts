@@ -1,0 +1,180 @@
+import { describe, expect, it } from 'vitest';
+import type { Logger } from '../../broker/log.js';
+import type { Lifecycle } from '../../broker/rows/lifecycle.js';
+import { Switch } from '../../broker/rows/switch.js';
+
+const log = { warn: () => {}, error: () => {}, info: () => {} } as unknown as Logger;
+
+/** A row implementation that records what happens to it; `work` runs for `delayMs`. */
+class Recorder implements Lifecycle {
+  readonly events: string[] = [];
+  active = false;
+  failActivate = false;
+  calls = 0;
+
+  constructor(readonly name: string) {}
+
+  async activate(boot: boolean): Promise<void> {
+    this.events.push(`activate${boot ? ':boot' : ''}`);
+    if (this.failActivate) throw new Error(`${this.name} cannot start`);
+    this.active = true;
+  }
+
+  async deactivate(): Promise<void> {
+    this.events.push('deactivate');
+    this.active = false;
+  }
+
+  async close(): Promise<void> {
+    this.events.push('close');
+  }
+
+  /** A call that must only ever run on an active implementation. */
+  async work(delayMs: number): Promise<string> {
+    if (!this.active) throw new Error(`${this.name} called while inactive`);
+    this.calls++;
+    await new Promise((resolve) => setTimeout(resolve, delayMs));
+    if (!this.active) throw new Error(`${this.name} deactivated under a running call`);
+    return this.name;
+  }
+
+  /** A notification that returns nothing (like audit.record). */
+  note(): void {
+    if (!this.active) throw new Error(`${this.name} notified while inactive`);
+    this.calls++;
+  }
+}
+
+function makeSwitch(drainMs = 5000) {
+  const local = new Recorder('local');
+  const shared = new Recorder('shared');
+  const handOvers: string[] = [];
+  const row = new Switch<Recorder>({
+    flag: 'ha.audit',
+    local,
+    shared,
+    handOver: async (from, to) => {
+      handOvers.push(`${from.name}->${to.name}`);
+    },
+    log,
+    drainMs,
+  });
+  return { local, shared, row, handOvers };
+}
+
+describe('a row switch', () => {
+  it('activates the first implementation with boot, and only that first time', async () => {
+    const { local, shared, row } = makeSwitch();
+    await row.select('local');
+    await row.select('shared');
+    await row.select('local');
+    expect(local.events).toEqual(['activate:boot', 'deactivate', 'activate']);
+    expect(shared.events).toEqual(['activate', 'deactivate']);
+  });
+
+  it('waits for calls running on the old implementation before deactivating it', async () => {
+    const { local, row } = makeSwitch();
+    await row.select('local');
+    const running = row.view.work(100);
+    const moved = row.select('shared');
+    await expect(running).resolves.toBe('local'); // not deactivated under it
+    await moved;
+    expect(local.events).toEqual(['activate:boot', 'deactivate']);
+  });
+
+  it('holds calls made during a move and sends them to the implementation in use after it', async () => {
+    const { row } = makeSwitch();
+    await row.select('local');
+    const blocker = row.view.work(50);
+    const moved = row.select('shared');
+    const during = row.view.work(0);
+    row.view.note(); // a void call made meanwhile is not lost either
+    await expect(during).resolves.toBe('shared');
+    await blocker;
+    await moved;
+    expect(row.using).toBe('shared');
+  });
+
+  it('undoes a failed hand-over: the old implementation in use and running again, the error reported', async () => {
+    const { local, shared, row } = makeSwitch();
+    await row.select('local');
+    shared.failActivate = true;
+    await expect(row.select('shared')).rejects.toThrow('shared cannot start');
+    expect(row.using).toBe('local');
+    expect(row.running).toBe(true);
+    expect(local.active).toBe(true);
+    await expect(row.view.work(0)).resolves.toBe('local');
+    shared.failActivate = false;
+    await row.select('shared');
+    await expect(row.view.work(0)).resolves.toBe('shared');
+  });
+
+  it('undoes a failed state hand-over after the new implementation started', async () => {
+    const local = new Recorder('local');
+    const shared = new Recorder('shared');
+    const row = new Switch<Recorder>({
+      flag: 'ha.audit',
+      local,
+      shared,
+      handOver: async () => {
+        throw new Error('hand-over failed');
+      },
+      log,
+    });
+    await row.select('local');
+    await expect(row.select('shared')).rejects.toThrow('hand-over failed');
+    expect(shared.events).toEqual(['activate', 'deactivate']);
+    expect(local.active).toBe(true);
+    expect(row.using).toBe('local');
+  });
+
+  it('flips there and back fifty times under a steady stream of calls: every call served by an active side', async () => {
+    const { local, shared, row, handOvers } = makeSwitch();
+    await row.select('local');
+    let calling = true;
+    const results: string[] = [];
+    const callers = Array.from({ length: 8 }, async () => {
+      while (calling) {
+        results.push(await row.view.work(Math.random() * 3));
+        row.view.note();
+      }
+    });
+    for (let flip = 0; flip < 50; flip++) {
+      await row.select(flip % 2 === 0 ? 'shared' : 'local');
+      await new Promise((resolve) => setTimeout(resolve, 2)); // let calls run between moves
+    }
+    calling = false;
+    await Promise.all(callers); // a call on an inactive side would have rejected here
+    expect(handOvers).toHaveLength(50);
+    expect(local.calls + shared.calls).toBeGreaterThan(100);
+    expect(results).toContain('local');
+    expect(results).toContain('shared');
+  });
+
+  it('gates a background row without changing sides: deactivated, then activated again', async () => {
+    const { local, row } = makeSwitch();
+    await row.select('local', false);
+    expect(row.running).toBe(false);
+    expect(local.events).toEqual([]);
+    await row.select('local', true);
+    await row.select('local', false);
+    expect(local.events).toEqual(['activate:boot', 'deactivate']);
+  });
+
+  it('moves on after the drain bound when a call never ends', async () => {
+    const { row } = makeSwitch(50);
+    await row.select('local');
+    void row.view.work(10_000).catch(() => {});
+    const started = Date.now();
+    await row.select('shared');
+    expect(Date.now() - started).toBeLessThan(2000);
+    expect(row.using).toBe('shared');
+  });
+
+  it('closes the implementation in use at shutdown, after deactivating it', async () => {
+    const { shared, row } = makeSwitch();
+    await row.select('shared');
+    await row.close();
+    expect(shared.events).toEqual(['activate:boot', 'deactivate', 'close']);
+  });
+});
