@@ -1,11 +1,17 @@
 /**
  * HAProxy configuration equivalent to a phase's Traefik file (see traefik.ts for the subset):
  * - each router becomes an ACL on the path prefix, in Traefik's order, routing to a backend;
- * - a load balancer becomes a round-robin backend with an HTTP health check (`GET <path>`, expecting 200;
- *   a connection refused on live traffic also marks the server down at once) and, when sticky, an inserted cookie (HttpOnly, SameSite) that pins a client to its server; a cookie
- *   naming a server that is down is ignored and the client re-pinned (`option redispatch`);
- * - a failover becomes one backend with the primary's servers and the fallback's as `backup`;
+ * - a load balancer becomes a round-robin backend with an HTTP health check (`GET <path>` of the file,
+ *   expecting 200; a connection refused on live traffic also marks the server down at once, and a server
+ *   that is down is checked four times as often, so one that becomes healthy gets traffic within about half
+ *   an interval) and, when sticky, an inserted cookie (HttpOnly, SameSite) that pins a client to its
+ *   server; a cookie naming a server that is down is ignored and the client re-pinned (`option redispatch`);
+ * - a failover becomes one backend with the primary's servers and the fallback's as `backup` (used only
+ *   while every primary server fails its check);
  * - a weighted service becomes one backend with every member's servers, weighted.
+ * One backend has one health check and one cookie: the members of a failover or weighted service must
+ * agree on them (phase 1's primary and standby both check `/health/active`), else it is an error naming
+ * them, never one member's check silently applied to the others.
  * Server URLs name brokers (`http://broker-2:8080`); `addresses` maps each host to where it runs here.
  */
 import type { Service, TraefikConfig } from './traefik.js';
@@ -52,11 +58,42 @@ function serversOf(
   return service.services.flatMap((member) => serversOf(config, member.name, options, member.weight));
 }
 
-/** The load balancer settings of a service: its own, or those of its first member (failover, weighted). */
-function settingsOf(config: TraefikConfig, service: Service): Extract<Service, { kind: 'loadBalancer' }> {
-  if (service.kind === 'loadBalancer') return service;
-  const first = service.kind === 'failover' ? service.service : service.services[0]!.name;
-  return settingsOf(config, config.services[first]!);
+type LoadBalancer = Extract<Service, { kind: 'loadBalancer' }>;
+
+/** The load balancers a service is made of: itself, or its members' (failover, weighted), in order. */
+function loadBalancersOf(config: TraefikConfig, name: string): Array<[string, LoadBalancer]> {
+  const service = config.services[name]!;
+  if (service.kind === 'loadBalancer') return [[name, service]];
+  const members =
+    service.kind === 'failover' ? [service.service, service.fallback] : service.services.map((s) => s.name);
+  return members.flatMap((member) => loadBalancersOf(config, member));
+}
+
+function describeCheck(service: LoadBalancer): string {
+  const check = service.healthCheck;
+  return check ? `GET ${check.path} every ${check.intervalMs} ms` : 'no health check';
+}
+
+/**
+ * The load balancer settings of a service: its own, or the ones all its load balancers share (failover,
+ * weighted), since HAProxy runs them as one backend with one health check and one cookie.
+ */
+function settingsOf(config: TraefikConfig, name: string): LoadBalancer {
+  const [[firstName, first], ...others] = loadBalancersOf(config, name) as [
+    [string, LoadBalancer],
+    ...Array<[string, LoadBalancer]>,
+  ];
+  for (const [otherName, other] of others) {
+    if (JSON.stringify(other.healthCheck) !== JSON.stringify(first.healthCheck))
+      throw new Error(
+        `http.services.${name}: ${firstName} (${describeCheck(first)}) and ${otherName} (${describeCheck(other)}) become one HAProxy backend and must have the same health check`,
+      );
+    if (JSON.stringify(other.sticky) !== JSON.stringify(first.sticky))
+      throw new Error(
+        `http.services.${name}: ${firstName} and ${otherName} become one HAProxy backend and must have the same sticky cookie`,
+      );
+  }
+  return first;
 }
 
 export function haproxyConfig(config: TraefikConfig, options: HaproxyOptions): string {
@@ -82,8 +119,7 @@ export function haproxyConfig(config: TraefikConfig, options: HaproxyOptions): s
     used.add(router.service);
   }
   for (const name of used) {
-    const service = config.services[name]!;
-    const settings = settingsOf(config, service);
+    const settings = settingsOf(config, name);
     lines.push(`backend svc_${name}`, '  balance roundrobin');
     if (settings.sticky) {
       const attributes = [
@@ -98,8 +134,11 @@ export function haproxyConfig(config: TraefikConfig, options: HaproxyOptions): s
       lines.push(`  option httpchk GET ${settings.healthCheck.path}`, '  http-check expect status 200');
       // Besides the periodic check, a refused connection on live traffic marks the server down at once,
       // so a killed node stops receiving peers before its next check (failover in well under a second).
+      // A server that is down is checked four times as often: one that passes again (a phase-1 standby
+      // that took the active lease) gets traffic within about half an interval, not two.
+      const { intervalMs } = settings.healthCheck;
       lines.push(
-        `  default-server inter ${settings.healthCheck.intervalMs}ms fall 2 rise 2 observe layer4 error-limit 1 on-error mark-down`,
+        `  default-server inter ${intervalMs}ms downinter ${Math.max(100, Math.round(intervalMs / 4))}ms fall 2 rise 2 observe layer4 error-limit 1 on-error mark-down`,
       );
       lines.push(`  timeout check ${settings.healthCheck.timeoutMs}ms`);
     }

@@ -210,16 +210,24 @@ export async function up(options: UpOptions): Promise<ClusterFile> {
   // Everything started here, brokers and load balancer, so a failed start leaves nothing running.
   const children: ChildProcess[] = [];
   try {
-    for (let i = 1; i <= count; i++) {
-      const id = `broker-${i}`;
-      const port = await freePort();
-      const child = spawnBroker(base, id, port);
-      children.push(child);
-      nodes.push({ id, url: `http://127.0.0.1:${port}`, pid: child.pid! });
-    }
-    await Promise.all(
-      nodes.map((node, i) => waitHealthy(node.url, 30_000, () => children[i]!.exitCode !== null)),
-    );
+    const startBrokers = async (from: number, to: number) => {
+      for (let i = from; i <= to; i++) {
+        const id = `broker-${i}`;
+        const port = await freePort();
+        const child = spawnBroker(base, id, port);
+        children.push(child);
+        nodes.push({ id, url: `http://127.0.0.1:${port}`, pid: child.pid! });
+      }
+      await Promise.all(
+        nodes
+          .slice(from - 1)
+          .map((node, i) => waitHealthy(node.url, 30_000, () => children[from - 1 + i]!.exitCode !== null)),
+      );
+    };
+    // broker-1 first: healthy means it has made its first claim of the active lease (when the flag is on),
+    // so the primary of phase 1 holds it, and the load balancer (which follows the lease) routes to it.
+    await startBrokers(1, 1);
+    await startBrokers(2, count);
     say(`${nodes.length} broker node${nodes.length === 1 ? '' : 's'} healthy`);
 
     const lbPort = await freePort(options.port ?? 8080);

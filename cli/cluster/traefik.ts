@@ -52,6 +52,9 @@ export function durationMs(value: unknown, where: string): number {
   return Number(match[1]) * { ms: 1, s: 1000, m: 60_000 }[match[2] as 'ms' | 's' | 'm'];
 }
 
+/** The health check settings of the subset: what the probe asks for and how often. */
+const HEALTH_CHECK_KEYS = ['path', 'interval', 'timeout'];
+
 function parseService(name: string, raw: Raw): Service {
   const where = `http.services.${name}`;
   if (raw.loadBalancer) {
@@ -75,11 +78,19 @@ function parseService(name: string, raw: Raw): Service {
       };
     }
     if (lb.healthCheck) {
-      const check = object(lb.healthCheck, `${where}.loadBalancer.healthCheck`);
+      const at = `${where}.loadBalancer.healthCheck`;
+      const check = object(lb.healthCheck, at);
+      // The path is what a server must answer 200 on (phase 1 checks /health/active, which only the holder
+      // of the active lease passes): taken as written, never defaulted, and nothing else changes the probe.
+      const other = Object.keys(check).find((key) => !HEALTH_CHECK_KEYS.includes(key));
+      if (other !== undefined)
+        throw new Error(`${at}.${other}: not supported (only ${HEALTH_CHECK_KEYS.join(', ')})`);
+      if (typeof check.path !== 'string' || !check.path.startsWith('/'))
+        throw new Error(`${at}.path: required, a path starting with /`);
       service.healthCheck = {
-        path: String(check.path ?? '/health'),
-        intervalMs: durationMs(check.interval ?? '30s', `${where}.loadBalancer.healthCheck.interval`),
-        timeoutMs: durationMs(check.timeout ?? '5s', `${where}.loadBalancer.healthCheck.timeout`),
+        path: check.path,
+        intervalMs: durationMs(check.interval ?? '30s', `${at}.interval`),
+        timeoutMs: durationMs(check.timeout ?? '5s', `${at}.timeout`),
       };
     }
     return service;

@@ -1,11 +1,18 @@
 /**
  * Checks of the cluster's background work and of its limits: a schedule fires once however many nodes run,
- * the standby of the active lease fires nothing, and the mesh cap and rate limits hold for the cluster, not
- * per node. None of them stops a node.
+ * the standby of the active lease fires nothing, a watch outlives the session that created it, and the mesh
+ * cap and rate limits hold for the cluster, not per node. None of them stops a node.
  */
 import { type MeshClient, MeshRequestError } from '../../client/client.js';
-import { type Check, CheckFailed, DELIVERY_WAIT_MS, onTwoNodes } from './check.js';
-import { eventually, NotApplicable, type SmokeContext, type SmokeMesh } from './context.js';
+import type { Frame } from '../../protocol/frames.js';
+import { type Check, CheckFailed, DELIVERY_WAIT_MS, onTwoNodes, watchTarget } from './check.js';
+import {
+  eventually,
+  NotApplicable,
+  SkippedByEnvironment,
+  type SmokeContext,
+  type SmokeMesh,
+} from './context.js';
 import { ScheduleWitness, SETTLE_MS, scheduleIn } from './schedule-witness.js';
 
 /** Opens sessions of one member on `url` until one is refused (or `max`); how many were admitted. */
@@ -45,11 +52,18 @@ async function sendUntilLimited(peer: MeshClient, to: string, max: number) {
 
 /** The most sessions (cap discovery) or sends (rate discovery) a check tries before calling it n/a. */
 const DISCOVERY_LIMIT = 300;
+/** The shortest poll interval a watch may have (docs/protocol.md). */
+const WATCH_INTERVAL_SEC = 5;
+/** How long a closed session may stay present before it has left for good (PRESENCE_GRACE_MS is 30 s by default). */
+const GRACE_WAIT_MS = 45_000;
+/** How long ending a session may take to end its watches (the local runner's cleanup is one UPDATE). */
+const SESSION_END_SETTLE_MS = 1000;
 
 export const BACKGROUND_CHECKS: Check[] = [
   {
     name: 'schedule-exactly-once',
-    row: 'schedules',
+    flag: 'ha.schedules',
+    needsControl: false,
     async run(context) {
       if (context.target.nodes.length < 2) throw new NotApplicable('needs two nodes');
       const mesh = await context.mesh(2);
@@ -70,7 +84,8 @@ export const BACKGROUND_CHECKS: Check[] = [
   },
   {
     name: 'standby-fires-nothing',
-    row: 'active lease (phase 1)',
+    flag: 'ha.active-lease',
+    needsControl: false,
     async run(context) {
       if (context.target.nodes.length < 2) throw new NotApplicable('needs two nodes');
       const holder = await context.activeLeaseHolder();
@@ -106,8 +121,76 @@ export const BACKGROUND_CHECKS: Check[] = [
     },
   },
   {
+    // What the shared runner does and the local one does not, without stopping a node: a watch is its
+    // member's, not its creating session's (docs/watches.md). The local runner ends it with that session.
+    name: 'watch-outlives-session',
+    flag: 'ha.watches',
+    needsControl: false,
+    // The creator's presence grace (30 s by default, 1 s in the workbench's fast timings) and one poll.
+    timeoutMs: 70_000,
+    async run(context) {
+      const host = context.target.watchTargetHost;
+      if (!host)
+        throw new SkippedByEnvironment('no address of this machine the nodes can fetch (watchTargetHost)');
+      // Created where background work runs: the lease holder polls it at once (a watch created on a standby
+      // waits for the holder to adopt it).
+      const holder = await context.activeLeaseHolder();
+      const node = context.target.nodes.find((n) => n.id === holder) ?? context.target.nodes[0]!;
+      const target = await watchTarget(host);
+      let cleanup: (() => Promise<unknown>) | undefined;
+      try {
+        const mesh = await context.mesh(1);
+        const member = mesh.members[0]!;
+        // Two sessions of one member: the creator, which leaves, and one that stays.
+        const stays = await context.peer(node.url, mesh, member);
+        const creator = await context.peer(node.url, mesh, member);
+        const { watchId } = await creator.request<Frame & { watchId: string }>({
+          type: 'watch.create',
+          url: target.url,
+          mode: 'hash',
+          intervalSec: WATCH_INTERVAL_SEC,
+        });
+        cleanup = () => stays.request({ type: 'watch.delete', watchId });
+        const listed = async () =>
+          (
+            await stays.request<
+              Frame & { watches: Array<{ watchId: string; lastCheckedAt: string | null }> }
+            >({
+              type: 'watch.list',
+            })
+          ).watches.find((watch) => watch.watchId === watchId);
+        if (!(await eventually(async () => Boolean((await listed())?.lastCheckedAt), DELIVERY_WAIT_MS)))
+          throw new CheckFailed(`the watch created on ${node.id} was never polled`);
+        // The creating session leaves for good: closed, then its presence grace runs out (peer.left).
+        const left = stays.next('peer.left', (p) => p.sessionId === creator.sessionId, GRACE_WAIT_MS);
+        const closedAt = Date.now();
+        creator.close();
+        await left.catch(() => {
+          throw new CheckFailed(`the creating session was not announced as left within ${GRACE_WAIT_MS} ms`);
+        });
+        const leftMs = Date.now() - closedAt;
+        const triggers: string[] = [];
+        stays.on('watch.triggered', (t) => triggers.push(t.newValue));
+        if (await eventually(async () => (await listed()) === undefined, SESSION_END_SETTLE_MS))
+          throw new CheckFailed(
+            `the watch ended with the session that created it (${leftMs} ms after it closed): the member's other session no longer lists it`,
+          );
+        target.change('two');
+        if (!(await eventually(() => triggers.length >= 1, WATCH_INTERVAL_SEC * 1000 + DELIVERY_WAIT_MS)))
+          throw new CheckFailed(
+            'a change after the creating session left was not notified to the member: nothing polls the watch any more',
+          );
+        return `the creating session left (${leftMs} ms after it closed); the watch was still polled and notified`;
+      } finally {
+        await cleanup?.().catch(() => {});
+        await target.close();
+      }
+    },
+  },
+  {
     name: 'mesh-cap-cluster-wide',
-    row: 'connection cap',
+    flag: 'ha.connection-cap',
+    needsControl: false,
     async run(context) {
       const [a, b] = context.target.nodes;
       if (!a || !b) throw new NotApplicable('needs two nodes');
@@ -130,7 +213,8 @@ export const BACKGROUND_CHECKS: Check[] = [
   },
   {
     name: 'rate-limit-cluster-wide',
-    row: 'rate limits',
+    flag: 'ha.rate-limits',
+    needsControl: false,
     async run(context) {
       const { a, b, mesh } = await onTwoNodes(context);
       const sender = mesh.members[0]!;

@@ -3,7 +3,7 @@
  * background work and limits, and the checks that stop nodes last (each starts its node again).
  */
 import { verifyMesh } from '../../broker/audit/verify.js';
-import type { Frame } from '../../client/frames.js';
+import type { Frame } from '../../protocol/frames.js';
 import { BACKGROUND_CHECKS } from './background-checks.js';
 import { type Check, CheckFailed, DELIVERY_WAIT_MS, onTwoNodes } from './check.js';
 import { eventually } from './context.js';
@@ -14,7 +14,8 @@ export { CheckFailed };
 const CROSS_NODE_CHECKS: Check[] = [
   {
     name: 'cross-node-dm',
-    row: 'direct / broadcast / group delivery',
+    flag: 'ha.delivery',
+    needsControl: false,
     async run(context) {
       const { a, b, mesh, onA, onB } = await onTwoNodes(context);
       let got = false;
@@ -29,7 +30,8 @@ const CROSS_NODE_CHECKS: Check[] = [
   },
   {
     name: 'cross-node-stream',
-    row: 'streamSubscriptions',
+    flag: 'ha.streams',
+    needsControl: false,
     async run(context) {
       const { a, b, onA, onB } = await onTwoNodes(context);
       await onA.request({ type: 'stream.subscribe', stream: 'smoke' });
@@ -45,7 +47,8 @@ const CROSS_NODE_CHECKS: Check[] = [
   },
   {
     name: 'presence-cluster-wide',
-    row: 'presence / sessions',
+    flag: 'ha.presence',
+    needsControl: false,
     async run(context) {
       const { a, b, onA, onB } = await onTwoNodes(context);
       const ok = await eventually(
@@ -57,7 +60,8 @@ const CROSS_NODE_CHECKS: Check[] = [
   },
   {
     name: 'audit-chain-intact',
-    row: 'audit lastHash',
+    flag: 'ha.audit',
+    needsControl: false,
     async run(context) {
       const { mesh, onA, onB } = await onTwoNodes(context);
       // Appends from both nodes, interleaved: each node has had the chain's head before the other moves it.
@@ -76,7 +80,8 @@ const CROSS_NODE_CHECKS: Check[] = [
   },
   {
     name: 'clock-single-authority',
-    row: 'meshClocks',
+    flag: 'ha.clock',
+    needsControl: false,
     async run(context) {
       const { a, b, onA, onB } = await onTwoNodes(context);
       // One authority: the ticks a session on b sees are the very ticks (tick, epoch) a session on a sees.
@@ -115,7 +120,8 @@ const CROSS_NODE_CHECKS: Check[] = [
   },
   {
     name: 'mcp-cross-node',
-    row: 'mcpRegistry + call resolvers',
+    flag: 'ha.mcp',
+    needsControl: false,
     async run(context) {
       const { a, b, onA: host, onB: caller } = await onTwoNodes(context);
       await host.request({
@@ -144,7 +150,9 @@ const CROSS_NODE_CHECKS: Check[] = [
   },
   {
     name: 'flags-converged',
-    row: 'runtime flags',
+    flag: null,
+    property: 'runtime flags',
+    needsControl: false,
     async run(context) {
       const reports = await Promise.all(
         context.target.nodes.map(async (node) => {

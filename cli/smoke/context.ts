@@ -11,7 +11,9 @@ import { generateMemberKeys, type MemberKeys } from '../../client/keys.js';
 export class NotApplicable extends Error {}
 
 /**
- * A check the environment opted out of (its file gives no node control, or no watch target host):
+ * A check the environment opted out of (its file gives no node control, or no watch target host), or one its
+ * topology cannot show anything with (promotion moves flags, not the load balancer: lb-failback-dm behind a
+ * load balancer that spreads sessions over nodes that do not deliver to each other):
  * reported as `skipped`, which meets any expectation, so an environment that must never have a node
  * crashed by a check (production) can still be smoke-tested and promoted, visibly without those checks.
  */
@@ -50,7 +52,11 @@ export class SmokeContext {
   /** Set when the check's time is up: a check still running then may not stop nodes or open peers. */
   private closed = false;
 
-  constructor(readonly target: SmokeTarget) {}
+  constructor(
+    readonly target: SmokeTarget,
+    /** Whether the check declared `needsControl`: only then may it crash, drain or restart nodes. */
+    private readonly nodeControl = false,
+  ) {}
 
   /** The environment's database, for what only it can tell (who fired an occurrence, who owns a watch). */
   db(): Pool {
@@ -73,6 +79,8 @@ export class SmokeContext {
 
   private control() {
     this.ensureOpen();
+    if (!this.nodeControl)
+      throw new Error('this check does not declare needsControl: it may not crash, drain or start nodes');
     if (!this.target.control)
       throw new SkippedByEnvironment('the environment does not let checks stop its nodes (no control)');
     return this.target.control;
@@ -92,9 +100,11 @@ export class SmokeContext {
     await control.stop(nodeId);
   }
 
-  /** Says `n/a` up front when the environment cannot stop nodes, before the check sets anything up. */
-  requireNodeControl(): void {
-    this.control();
+  /** Starts a node this check stopped again (resolves once it is healthy); it is not restarted at the end. */
+  async start(nodeId: string): Promise<void> {
+    const control = this.control();
+    await control.start(nodeId);
+    this.downed.delete(nodeId);
   }
 
   /** The WebSocket URLs of every node, starting with `first`: a peer that fails over to the others. */

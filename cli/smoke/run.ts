@@ -4,6 +4,8 @@
  * cluster) or `n/a` (meaningless on the phase's own topology; where it can run, it must not fail). An expected
  * failure that passes is reported too, so the matrix stays honest.
  */
+import type { FlagKey } from '../../flags/registry.js';
+import { type Check, rowOf } from './check.js';
 import { CHECKS, CheckFailed } from './checks.js';
 import { NotApplicable, SkippedByEnvironment, SmokeContext, type SmokeTarget } from './context.js';
 
@@ -12,6 +14,9 @@ export type Expectation = 'pass' | 'expected-fail' | 'n/a';
 
 export interface CheckResult {
   name: string;
+  /** The flag of the row it checks (null: a cross-cutting check). */
+  flag: FlagKey | null;
+  /** That row as the registry names it (or the cross-cutting check's property). */
   row: string;
   outcome: Outcome;
   expected: Expectation;
@@ -27,11 +32,11 @@ export interface Expectations {
 /** A check's budget unless it names its own: a check that has not finished by then fails. */
 const CHECK_TIMEOUT_MS = 15_000;
 
-async function runOne(
-  check: (typeof CHECKS)[number],
-  target: SmokeTarget,
-): Promise<{ outcome: Outcome; detail: string }> {
-  const context = new SmokeContext(target);
+async function runOne(check: Check, target: SmokeTarget): Promise<{ outcome: Outcome; detail: string }> {
+  // Said up front, before the check sets anything up.
+  if (check.needsControl && !target.control)
+    return { outcome: 'skipped', detail: 'the environment does not let checks stop its nodes (no control)' };
+  const context = new SmokeContext(target, check.needsControl);
   const timeoutMs = check.timeoutMs ?? CHECK_TIMEOUT_MS;
   let timer: NodeJS.Timeout | undefined;
   let result: { outcome: Outcome; detail: string };
@@ -65,6 +70,13 @@ async function runOne(
 /** Names of every check, in the order they run. */
 export const CHECK_NAMES = CHECKS.map((check) => check.name);
 
+/**
+ * Every check, in the order they run: its name, the flag of the row it checks (null: cross-cutting), and
+ * whether it needs node control (crashes, drains or restarts nodes; `skipped` without it).
+ */
+export const CHECK_INVENTORY: ReadonlyArray<{ name: string; flag: FlagKey | null; needsControl: boolean }> =
+  CHECKS.map(({ name, flag, needsControl }) => ({ name, flag, needsControl }));
+
 /** Runs the checks (all, or the ones named in `only`) in order, each against its expectation. */
 export async function runSmoke(
   target: SmokeTarget,
@@ -88,7 +100,8 @@ export async function runSmoke(
           : outcome === 'pass');
     results.push({
       name: check.name,
-      row: check.row,
+      flag: check.flag,
+      row: rowOf(check),
       outcome,
       expected,
       met,
@@ -102,7 +115,10 @@ export async function runSmoke(
   return results;
 }
 
-/** One line per check: `pass`, `fail`, `expected-fail` or `n/a`, its time, and why when it matters. */
+/**
+ * One line per check: `pass`, `fail`, `expected-fail` or `n/a`, its time, the row it checks (the registry's
+ * name of it), and why when it matters.
+ */
 export function formatResult(result: CheckResult): string {
   const label =
     result.outcome === 'fail' && result.expected === 'expected-fail'
@@ -111,5 +127,6 @@ export function formatResult(result: CheckResult): string {
         ? 'fail (expected to fail: the gap is gone, update the expectations)'
         : result.outcome;
   const mark = result.met ? ' ' : '!';
-  return `${mark} ${label.padEnd(13)} ${result.name.padEnd(27)} ${String(result.ms).padStart(6)} ms  ${result.detail}`.trimEnd();
+  const why = result.detail ? `: ${result.detail}` : '';
+  return `${mark} ${label.padEnd(13)} ${result.name.padEnd(27)} ${String(result.ms).padStart(6)} ms  ${result.row}${why}`;
 }

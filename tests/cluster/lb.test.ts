@@ -8,8 +8,8 @@ import { parse } from 'yaml';
 import { packageRoot } from '../../broker/paths.js';
 import { haproxyConfig } from '../../cli/cluster/haproxy.js';
 import { alive, type ClusterFile } from '../../cli/cluster/local.js';
-import { readTraefik } from '../../cli/cluster/traefik.js';
-import { generateMemberKeys } from '../../client/keys.js';
+import { parseTraefik, readTraefik } from '../../cli/cluster/traefik.js';
+import { generateMemberKeys, type MemberKeys } from '../../client/keys.js';
 import { phasePreset } from '../../flags/registry.js';
 import { runWorkbench } from '../helpers/cli.js';
 import { closeAllClients, connectPeer, type TestMesh } from '../helpers/mesh.js';
@@ -36,6 +36,32 @@ describe('phase folders', () => {
       }
     },
   );
+
+  it("phase 1: both servers are checked on the file's path, /health/active (only the lease holder passes)", () => {
+    const traefik = readTraefik(join(root, 'phases', 'phase1', 'traefik.yml'));
+    const addresses = { 'broker-1': '127.0.0.1:9001', 'broker-2': '127.0.0.1:9002' };
+    const cfg = haproxyConfig(traefik, { bind: '127.0.0.1:18080', addresses });
+    expect(cfg).toContain('option httpchk GET /health/active');
+    expect(cfg).not.toMatch(/GET \/health$/m);
+    expect(cfg).toMatch(/server broker-1 127\.0\.0\.1:9001 check cookie broker-1$/m);
+    expect(cfg).toMatch(/server broker-2 127\.0\.0\.1:9002 check cookie broker-2 backup$/m);
+  });
+
+  it('a health check is taken as the file writes it: no default path, no unsupported key, no member silently checked like another', () => {
+    const file = readFileSync(join(root, 'phases', 'phase1', 'traefik.yml'), 'utf8');
+    const addresses = { 'broker-1': '127.0.0.1:9001', 'broker-2': '127.0.0.1:9002' };
+    expect(() => parseTraefik(file.replace(/\n {10}path: \/health\/active/, ''))).toThrow(
+      'http.services.primary.loadBalancer.healthCheck.path: required',
+    );
+    expect(() => parseTraefik(file.replace('interval: 1s', 'interval: 1s\n          port: 9999'))).toThrow(
+      'http.services.primary.loadBalancer.healthCheck.port: not supported',
+    );
+    // The standby checked elsewhere than the primary: one HAProxy backend cannot do both, so it says so.
+    const mixed = parseTraefik(file.replace(/(\n {4}standby:[\s\S]*?path: )\/health\/active/, '$1/health'));
+    expect(() => haproxyConfig(mixed, { bind: '127.0.0.1:18080', addresses })).toThrow(
+      'http.services.brokers: primary (GET /health/active every 1000 ms) and standby (GET /health every 1000 ms) become one HAProxy backend and must have the same health check',
+    );
+  });
 
   it.each(PHASES)('phase %i: the flag preset is the registry preset of the phase', (phase) => {
     const file = JSON.parse(
@@ -218,6 +244,45 @@ describe('workbench up/down with HAProxy from the Traefik file', () => {
       `phase 1 failover: all 5 peers reconnected to the standby ${elapsed} ms after SIGKILL of the primary`,
     );
     expect(elapsed).toBeLessThan(3000);
+  });
+
+  it('phase 1: after a failover, a restarted primary gets no new peer while the standby holds the lease; DMs between old and new peers arrive', async () => {
+    const { cluster, cwd } = await upPhase(1, { ACTIVE_LEASE_TTL_MS: '1000' });
+    const ws = `${cluster.lb.url.replace('http', 'ws')}/ws`;
+    const mesh = await meshOn(cluster, 3);
+    const [memberA, memberB, memberC] = mesh.members as [MemberKeys, MemberKeys, MemberKeys];
+    const backoff = { initialMs: 50, maxMs: 300 };
+    const a = await connectPeer(ws, mesh, memberA, { backoff });
+    const b = await connectPeer(ws, mesh, memberB, { backoff });
+    expect([a.node, b.node]).toEqual(['broker-1', 'broker-1']);
+    const moved = Promise.all([a, b].map((p) => p.next('welcome', (w) => w.node === 'broker-2', 10_000)));
+    process.kill(cluster.nodes[0]!.pid, 'SIGKILL');
+    await moved;
+    const restarted = await runWorkbench(['node', 'start', 'broker-1'], {}, cwd);
+    expect(restarted.code, restarted.stderr).toBe(0);
+    // Long enough for the load balancer to take the primary back if it were to (two checks a second apart).
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    const c = await connectPeer(ws, mesh, memberC, { backoff });
+    const toA = a.next('message', (m) => m.body === 'c to a', 3000);
+    await c.send(memberA.pubkey, 'c to a');
+    const toC = c.next('message', (m) => m.body === 'b to c', 3000);
+    await b.send(memberC.pubkey, 'b to c');
+    const arrived = await Promise.allSettled([toA, toC]);
+    expect({ c: c.node, a: a.node, b: b.node, arrived: arrived.map((r) => r.status) }).toEqual({
+      c: 'broker-2',
+      a: 'broker-2',
+      b: 'broker-2',
+      arrived: ['fulfilled', 'fulfilled'],
+    });
+    // What the load balancer checks: only the holder of the active lease passes /health/active.
+    const active = async (id: string) => {
+      const response = await fetch(`${cluster.nodes.find((n) => n.id === id)!.url}/health/active`);
+      const body = (await response.json()) as { status: string; activeLease: string };
+      return { code: response.status, status: body.status, activeLease: body.activeLease };
+    };
+    expect(await active('broker-2')).toEqual({ code: 200, status: 'ok', activeLease: 'holder' });
+    expect(await active('broker-1')).toEqual({ code: 503, status: 'standby', activeLease: 'standby' });
+    expect((await fetch(`${cluster.nodes[0]!.url}/health`)).status).toBe(200);
   });
 
   it('phase 3: SIGTERM on a node drains it; its peers reconnect through the LB and lose nothing', async () => {
