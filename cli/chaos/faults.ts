@@ -2,7 +2,7 @@
  * The faults of a chaos run: a schedule that is a pure function of the seed (times, kinds, targets), so a
  * failing run is replayed with its seed, and the code that inflicts each one on the local cluster and its
  * throw-away services and waits for the recovery it started (a node back and healthy, Redis answering,
- * Postgres accepting connections, a flag back on).
+ * Postgres accepting connections, a flag back on, the bus no longer losing publishes).
  */
 import { Random } from '../fuzz/random.js';
 import { sleep } from './sleep.js';
@@ -14,6 +14,7 @@ export const FAULT_KINDS = [
   'redis-stall',
   'postgres-restart',
   'flag-flip',
+  'bus-loss',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
@@ -24,13 +25,20 @@ export type FaultKind = (typeof FAULT_KINDS)[number];
  */
 export const FLIPPED_FLAGS = ['ha.delivery', 'ha.streams'] as const;
 
+/**
+ * The share of bus publishes a `bus-loss` fault drops (the brokers reach Redis through the lossy proxy,
+ * cli/net/lossy-redis-proxy.ts): each dropped one is answered `:0` as if nobody listened, no connection
+ * drops, so no node notices and only the sweeps can make up for what the bus lost.
+ */
+export const BUS_LOSS_RATE = 0.3;
+
 export interface Fault {
   /** When it starts, ms after the workloads started. */
   atMs: number;
   kind: FaultKind;
   /** The node (node-kill, node-drain) or the flag (flag-flip). */
   target?: string;
-  /** How long the fault lasts: a node down, Redis frozen or down, a flag off. */
+  /** How long the fault lasts: a node down, Redis frozen or down, a flag off, bus publishes lost. */
   holdMs: number;
 }
 
@@ -53,8 +61,17 @@ export function maxFaults(durationMs: number): number {
 }
 
 /**
+ * How many faults a run of this length gets by default: one per 15 s, at least one of each kind, at most
+ * what it can space out.
+ */
+export function defaultFaultCount(durationMs: number): number {
+  return Math.min(maxFaults(durationMs), Math.max(FAULT_KINDS.length, Math.round(durationMs / 15_000)));
+}
+
+/**
  * The fault schedule: one slot per fault, the start jittered within the first third of its slot. Every
- * run of six slots holds each kind once (a seeded shuffle), so any run of six or more faults has them all.
+ * run of FAULT_KINDS.length slots (seven) holds each kind once (a seeded shuffle), so any run of that many
+ * faults or more has them all.
  */
 export function planFaults(seed: number, options: PlanOptions): Fault[] {
   const random = new Random(seed);
@@ -83,6 +100,8 @@ function detail(random: Random, kind: FaultKind, nodes: string[]): { target?: st
       return { holdMs: 0 };
     case 'flag-flip':
       return { target: random.pick(FLIPPED_FLAGS), holdMs: random.int(2000, 4000) };
+    case 'bus-loss':
+      return { holdMs: random.int(2000, 4000) };
   }
 }
 
@@ -109,6 +128,8 @@ export function describeFault(fault: Fault): string {
       return 'postgres-restart (pg_ctl restart -m fast)';
     case 'flag-flip':
       return `flag-flip ${fault.target} (off for ${hold}, then on)`;
+    case 'bus-loss':
+      return `bus-loss (${BUS_LOSS_RATE * 100}% of bus publishes silently dropped for ${hold}, no disconnect)`;
   }
 }
 
@@ -121,6 +142,8 @@ export interface FaultTargets {
   stallRedis(ms: number): Promise<void>;
   restartPostgres(): Promise<void>;
   setFlag(flag: string, on: boolean): Promise<void>;
+  /** The share of bus publishes the brokers' Redis proxy drops (0: none). */
+  setBusLoss(rate: number): void;
 }
 
 /** Inflicts one fault and undoes it; resolves when what it stopped is running again. */
@@ -147,6 +170,14 @@ export async function inflict(fault: Fault, targets: FaultTargets): Promise<void
       await targets.setFlag(fault.target!, false);
       await sleep(fault.holdMs);
       await targets.setFlag(fault.target!, true);
+      return;
+    case 'bus-loss':
+      targets.setBusLoss(BUS_LOSS_RATE);
+      try {
+        await sleep(fault.holdMs);
+      } finally {
+        targets.setBusLoss(0);
+      }
       return;
   }
 }

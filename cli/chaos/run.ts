@@ -1,6 +1,7 @@
 /**
  * One chaos run: throw-away Postgres and Redis, a phase 3 cluster (every HA flag on) in a temp folder
- * with the fast timings, the workloads, the seeded faults at their times, a bounded drain, the verdict.
+ * with the fast timings, its brokers reaching Redis through the lossy proxy (lossless until a `bus-loss`
+ * fault), the workloads, the seeded faults at their times, a bounded drain, the verdict.
  * Everything it started is stopped and deleted at the end, whatever happened (Ctrl-C included), unless
  * `keep`, which leaves it all running for a look at `.workbench/logs`.
  */
@@ -17,6 +18,7 @@ import { type ClusterFile, down, startNode, stopNode, up } from '../cluster/loca
 import { DeliveryChecker } from '../load/checker.js';
 import { buildReport, type LoadReport } from '../load/report.js';
 import { normalizeUrl } from '../load/target.js';
+import { LossyRedisProxy } from '../net/lossy-redis-proxy.js';
 import { describeFault, type Fault, type FaultTargets, inflict, planFaults } from './faults.js';
 import { ThrowawayPostgres, ThrowawayRedis } from './services.js';
 import { sleep } from './sleep.js';
@@ -53,6 +55,8 @@ export interface FaultRecord extends Fault {
   startedAtMs?: number;
   endedAtMs?: number;
   error?: string;
+  /** bus-loss: the publishes the proxy saw while it lasted, and how many of them it dropped. */
+  busLoss?: { publishes: number; dropped: number };
 }
 
 export interface ChaosReport {
@@ -90,6 +94,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   };
   let postgres: ThrowawayPostgres | undefined;
   let redis: ThrowawayRedis | undefined;
+  let proxy: LossyRedisProxy | undefined;
   let pool: Pool | undefined;
   let cluster: ClusterFile | undefined;
   let schedules: ScheduleWorkload | undefined;
@@ -98,13 +103,18 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   try {
     postgres = await ThrowawayPostgres.create();
     redis = await ThrowawayRedis.start();
-    log(`throw-away postgres on :${postgres.port}, redis-server on :${redis.port}; cluster in ${cwd}`);
+    // Every broker connection to Redis goes through the proxy; only bus channels can lose publishes, and
+    // only while a bus-loss fault holds. The run's own flag pushes go to Redis directly.
+    proxy = await LossyRedisProxy.start({ upstream: redis.url, seed: options.seed, channels: ':bus:' });
+    log(
+      `throw-away postgres on :${postgres.port}, redis-server on :${redis.port} (brokers through the lossy proxy on :${proxy.port}); cluster in ${cwd}`,
+    );
     const databaseUrl = postgres.urlOf('chaos');
     cluster = await up({
       phase: 3,
       port: 0,
       databaseUrl,
-      redisUrl: redis.url,
+      redisUrl: proxy.url,
       cwd,
       env: CHAOS_ENV,
       log,
@@ -130,12 +140,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const load = runLoad(target, checker, { durationMs: options.durationMs, drainMs: DRAIN_MS, signal });
     // Schedules stop being created early enough that the last is due (≤ 4 s later) before the run ends.
     const scheduling = schedules.run(options.seed, Math.max(0, options.durationMs - 6000), signal);
-    const targets = faultTargets(cwd, cluster, postgres, redis, pool, signal);
+    const targets = faultTargets(cwd, cluster, postgres, redis, proxy, pool, signal);
     for (const fault of faults) {
       await sleepUntil(t0 + fault.atMs, signal);
       if (signal.aborted) break;
       fault.startedAtMs = Date.now() - t0;
       log(`+${(fault.startedAtMs / 1000).toFixed(1)} s  ${fault.description}`);
+      const before = proxy.stats();
       try {
         await inflict(fault, targets);
       } catch (error) {
@@ -143,6 +154,17 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         log(`  fault did not recover: ${fault.error}`);
       }
       fault.endedAtMs = Date.now() - t0;
+      if (fault.kind === 'bus-loss') {
+        const after = proxy.stats();
+        fault.busLoss = {
+          publishes: after.publishes - before.publishes,
+          dropped: after.dropped - before.dropped,
+        };
+        log(`  bus-loss: ${fault.busLoss.dropped} of ${fault.busLoss.publishes} bus publishes dropped`);
+        // A loss that dropped nothing tested nothing (the brokers' bus is not behind the proxy?).
+        if (fault.busLoss.dropped === 0 && !fault.error)
+          fault.error = `no publish was dropped (${fault.busLoss.publishes} seen by the proxy)`;
+      }
     }
     const facts = await load;
     await scheduling;
@@ -184,10 +206,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await clock?.close();
     await pool?.end().catch(() => {});
     if (options.keep) {
+      // The proxy lives in this process and ends with it: the kept brokers then have no Redis (it is
+      // reported, not required); their logs are what --keep keeps.
+      await proxy?.close();
       redis?.detach();
       report.kept = { dir: cwd, postgres: postgres?.dir ?? '', redisPid: redis?.pid };
     } else {
       await down(cwd).catch((error) => log(`workbench down failed: ${(error as Error).message}`));
+      await proxy?.close();
       postgres?.destroy();
       await redis?.stop();
       rmSync(cwd, { recursive: true, force: true });
@@ -218,6 +244,7 @@ function faultTargets(
   cluster: ClusterFile,
   postgres: ThrowawayPostgres,
   redis: ThrowawayRedis,
+  proxy: LossyRedisProxy,
   pool: Pool,
   signal: AbortSignal,
 ): FaultTargets {
@@ -229,6 +256,9 @@ function faultTargets(
     startRedis: () => redis.restart(),
     stallRedis: (ms) => redis.stall(ms, signal),
     restartPostgres: () => postgres.restart(),
+    setBusLoss: (rate) => {
+      proxy.lossRate = rate;
+    },
     // As `workbench flags set` does it: the provider written under the flag's lock with its audit event,
     // then "refresh now" pushed to the nodes (their poll is the backstop).
     setFlag: async (flag, on) => {

@@ -5,7 +5,7 @@
  * made), 2 when called wrongly. The same seed gives the same faults at the same times on the same nodes.
  */
 import { durationOption, parse, UsageError } from '../args.js';
-import { maxFaults } from '../chaos/faults.js';
+import { defaultFaultCount, maxFaults } from '../chaos/faults.js';
 import { type ChaosReport, planFor, runChaos } from '../chaos/run.js';
 
 export async function chaosCommand(argv: string[]): Promise<number> {
@@ -24,7 +24,7 @@ export async function chaosCommand(argv: string[]): Promise<number> {
   if (durationMs < 30_000 || durationMs > 24 * 3600_000)
     throw new UsageError('--duration must be from 30s to 24h');
   const most = maxFaults(durationMs);
-  let faults = Math.min(most, Math.max(6, Math.round(durationMs / 15_000)));
+  let faults = defaultFaultCount(durationMs);
   if (values.faults !== undefined) {
     if (!/^\d+$/.test(values.faults) || Number(values.faults) < 1 || Number(values.faults) > most)
       throw new UsageError(
