@@ -140,6 +140,16 @@ export class LocalMcpRegistry implements McpRegistry {
     );
   }
 
+  /** Flip back to local: the servers hosted here while the row was shared are this registry's again. */
+  adopt(entries: Array<{ meshId: string; entry: McpServerEntry }>): void {
+    this.servers.clear();
+    for (const { meshId, entry } of entries) {
+      const mesh = this.servers.get(meshId) ?? new Map<string, McpServerEntry>();
+      mesh.set(entry.server, entry);
+      this.servers.set(meshId, mesh);
+    }
+  }
+
   async activate(): Promise<void> {}
 
   /** The row went shared: calls waiting here get their answer now (the registry moves, they do not). */

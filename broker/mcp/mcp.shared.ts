@@ -197,6 +197,9 @@ export class SharedMcpRegistry implements McpRegistry {
 
   /** Flip to shared: servers registered while local are written through (hosted on this node). */
   async adopt(entries: Array<{ meshId: string; entry: McpServerEntry }>): Promise<void> {
+    // This node's rows are replaced by what the local registry holds now (a server unregistered while the
+    // row was local must not come back from an earlier shared period).
+    await this.pool.query('DELETE FROM mcp_servers WHERE host_node = $1', [this.nodeId]);
     for (const { meshId, entry } of entries) {
       await this.pool.query(
         `INSERT INTO mcp_servers (mesh_id, server, description, tools, host_pubkey, host_session, host_node, online)
@@ -213,6 +216,15 @@ export class SharedMcpRegistry implements McpRegistry {
         ],
       );
     }
+  }
+
+  /** Flip back to local: the servers whose host's socket is on this node. */
+  async hostedHere(): Promise<Array<{ meshId: string; entry: McpServerEntry }>> {
+    const result = await this.pool.query<ServerRow & { meshId: string }>(
+      `SELECT mesh_id AS "meshId", ${COLUMNS} FROM mcp_servers WHERE host_node = $1`,
+      [this.nodeId],
+    );
+    return result.rows.map(({ meshId, hostNode: _node, ...entry }) => ({ meshId, entry }));
   }
 
   async close(): Promise<void> {}

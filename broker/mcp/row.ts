@@ -20,9 +20,10 @@ export const mcpRow = defineRow<McpRegistry, RowContext>({
     return {
       local,
       shared,
-      // Servers move with the flip; calls in flight at that moment are answered, not moved (docs/mcp.md).
+      // Servers move with the flip, both ways; calls in flight then are answered, not moved (docs/mcp.md).
       handOver: async (_from, _to, target) => {
         if (target === 'shared') await shared.adopt(local.entries());
+        else local.adopt(await shared.hostedHere());
       },
       session: (mcp) => ({
         started: (identity) => mcp.hostReconnected(identity),

@@ -40,10 +40,45 @@ export class LocalPresence implements Presence {
       await this.options.pool.query('DELETE FROM presence WHERE node_id = $1', [this.options.nodeId]);
       return;
     }
-    for (const identity of this.options.connected()) {
-      if (!this.sessions.has(identity.sessionId)) {
-        this.sessions.set(identity.sessionId, { identity, connectedAt: new Date(), status: null });
-      }
+    // The shared implementation's sessions of this node are ours now: the connected ones, and those inside
+    // their grace period (their grace continues here, so they can still come back, or leave once).
+    const rows = await this.options.pool.query<{
+      sessionId: string;
+      meshId: string;
+      memberId: number;
+      pubkey: string;
+      name: string | null;
+      groups: string[];
+      connectedAt: Date;
+      status: string | null;
+      disconnectedAt: Date | null;
+    }>(
+      `SELECT p.session_id AS "sessionId", p.mesh_id AS "meshId", p.member_id AS "memberId", m.pubkey, p.name,
+              p.groups, p.connected_at AS "connectedAt", p.status, p.disconnected_at AS "disconnectedAt"
+         FROM presence p JOIN members m ON m.id = p.member_id WHERE p.node_id = $1`,
+      [this.options.nodeId],
+    );
+    const connected = new Set(this.options.connected().map((identity) => identity.sessionId));
+    for (const row of rows.rows) {
+      if (this.sessions.has(row.sessionId)) continue;
+      const identity: SessionIdentity = {
+        sessionId: row.sessionId,
+        meshId: row.meshId,
+        memberId: row.memberId,
+        pubkey: row.pubkey,
+        name: row.name,
+        groups: row.groups,
+      };
+      const session: LocalSession = { identity, connectedAt: row.connectedAt, status: row.status };
+      this.sessions.set(row.sessionId, session);
+      if (connected.has(row.sessionId) || !row.disconnectedAt) continue;
+      const left = Math.max(0, this.options.graceMs - (Date.now() - row.disconnectedAt.getTime()));
+      session.graceTimer = setTimeout(() => {
+        this.leave(identity).catch((error) =>
+          this.options.log.error({ err: error }, 'presence leave failed'),
+        );
+      }, left);
+      session.graceTimer.unref();
     }
   }
 

@@ -95,7 +95,10 @@ export class Switch<T extends Lifecycle> extends EventEmitter<SwitchEvents> impl
     this.emit('moved', { flag: this.flag, using: this.selected, running: this.activated });
   }
 
-  /** Node shutdown: the implementation in use stops and releases its share. */
+  /**
+   * Node shutdown: the implementation in use stops and releases its share. Calls made meanwhile wait for
+   * it; calls after it go to the stopped implementation (late work of a stopping node), never wait again.
+   */
   async close(): Promise<void> {
     await this.moving?.catch(() => {});
     const closing = (async () => {
@@ -105,8 +108,10 @@ export class Switch<T extends Lifecycle> extends EventEmitter<SwitchEvents> impl
       this.activated = false;
       await current.close();
     })();
-    this.moving = closing;
-    await closing;
+    this.moving = closing.finally(() => {
+      this.moving = undefined;
+    });
+    await this.moving;
   }
 
   private async move(target: Implementation, run: boolean): Promise<void> {

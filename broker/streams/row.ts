@@ -10,12 +10,14 @@ export const streamsRow = defineRow<Streams, RowContext>({
   flag: 'ha.streams',
   metric: 'mesh_broker_stream_publishes_total',
   doc: 'docs/streams.md',
-  build: ({ pool, metrics, sinks, bus }) => {
+  build: ({ pool, metrics, sinks, bus, connections }) => {
     // The shared implementation is built on the local registry, which decides who gets a frame here.
     const local = new LocalStreams(sinks.streams);
     return {
       local,
-      shared: new SharedStreams(local, pool, bus),
+      shared: new SharedStreams(local, pool, bus, () =>
+        connections.all().flatMap((c) => (c.identity ? [c.identity.sessionId] : [])),
+      ),
       session: (streams) => ({
         started: (identity) => streams.sessionStarted(identity.meshId, identity.sessionId),
         ended: (meshId, sessionId) => streams.sessionEnded(meshId, sessionId),

@@ -20,16 +20,31 @@ export class SharedStreams implements Streams {
     private readonly local: LocalStreams,
     private readonly pool: Pool,
     private readonly bus: Bus,
+    /** The sessions connected to this node now. */
+    private readonly sessionsHere: () => string[],
   ) {}
 
-  /** Flip to shared: what this node's sessions subscribed to while local is written through first. */
+  /**
+   * Flip to shared: the rows of this node's sessions become what the local registry holds now (what they
+   * subscribed or unsubscribed while the row was local), and the rows of sessions that ended meanwhile go.
+   */
   async activate(): Promise<void> {
-    for (const { meshId, stream, sessionId } of this.local.all()) {
-      await this.pool.query(
-        'INSERT INTO stream_subscriptions (mesh_id, stream, session_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING',
-        [meshId, stream, sessionId],
-      );
-    }
+    const subscriptions = this.local.all();
+    await this.pool.query(
+      `DELETE FROM stream_subscriptions s
+        WHERE s.session_id = ANY ($1::uuid[])
+           OR NOT EXISTS (SELECT 1 FROM presence p WHERE p.session_id = s.session_id)`,
+      [this.sessionsHere()],
+    );
+    await this.pool.query(
+      `INSERT INTO stream_subscriptions (mesh_id, stream, session_id)
+       SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[]) ON CONFLICT DO NOTHING`,
+      [
+        subscriptions.map((s) => s.meshId),
+        subscriptions.map((s) => s.stream),
+        subscriptions.map((s) => s.sessionId),
+      ],
+    );
   }
 
   async deactivate(): Promise<void> {}

@@ -40,7 +40,13 @@ export class LocalWatchRunner implements WatchRunner {
 
   deleted(watchId: string): void {
     this.poller.stop(watchId);
+    this.poller.forget(watchId);
     this.waiting = this.waiting.filter((watch) => watch.watchId !== watchId);
+  }
+
+  /** Flip back to local: the watches the shared runner polled here are this runner's now. */
+  adopt(watches: Watch[]): void {
+    for (const watch of watches) this.created(watch);
   }
 
   async sessionEnded(meshId: string, sessionId: string): Promise<void> {

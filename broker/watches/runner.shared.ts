@@ -29,6 +29,8 @@ export interface SharedWatchRunnerOptions {
 export class SharedWatchRunner implements WatchRunner {
   private timer: NodeJS.Timeout | undefined;
   private round: Promise<void> | undefined;
+  /** What this node polled when it last stopped: the local runner polls those on a flip back. */
+  handedBack: Watch[] = [];
 
   constructor(private readonly options: SharedWatchRunnerOptions) {}
 
@@ -43,6 +45,7 @@ export class SharedWatchRunner implements WatchRunner {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
     await this.round;
+    this.handedBack = this.options.poller.watches();
     this.options.poller.stopAll();
     await this.options.pool
       .query('UPDATE watches SET owner_node = NULL, lease_until = NULL WHERE owner_node = $1', [
@@ -69,6 +72,7 @@ export class SharedWatchRunner implements WatchRunner {
 
   deleted(watchId: string): void {
     this.options.poller.stop(watchId);
+    this.options.poller.forget(watchId);
   }
 
   async sessionEnded(): Promise<void> {} // watches outlive sessions here
@@ -85,13 +89,17 @@ export class SharedWatchRunner implements WatchRunner {
   private async rebalanceOnce(): Promise<void> {
     const { pool, poller, nodeId, leaseMs, nodeDeadMs } = this.options;
     try {
-      const renewed = await pool.query<{ id: string }>(
-        `UPDATE watches SET lease_until = now() + make_interval(secs => $2 / 1000.0)
-          WHERE owner_node = $1 AND deleted_at IS NULL RETURNING id`,
+      const renewed = await pool.query<Watch>(
+        `UPDATE watches w SET lease_until = now() + make_interval(secs => $2 / 1000.0)
+           FROM members m
+          WHERE m.id = w.member_id AND w.owner_node = $1 AND w.deleted_at IS NULL
+          RETURNING ${WATCH_COLUMNS}`,
         [nodeId, leaseMs],
       );
-      const mine = new Set(renewed.rows.map((r) => r.id));
+      const mine = new Set(renewed.rows.map((r) => r.watchId));
       for (const id of poller.ids()) if (!mine.has(id)) poller.stop(id);
+      // Owned here but not polled (created while the row was local, or before a restart): poll them.
+      for (const watch of renewed.rows) poller.start(watch);
 
       const counts = await pool.query<{ total: number; nodes: number }>(
         `SELECT (SELECT count(*)::int FROM watches WHERE deleted_at IS NULL) AS total,

@@ -171,6 +171,13 @@ describe('a row switch', () => {
     expect(row.using).toBe('shared');
   });
 
+  it('sends a call made after shutdown to the stopped implementation at once (it never waits forever)', async () => {
+    const { row } = makeSwitch();
+    await row.select('shared');
+    await row.close();
+    await expect(row.view.work(0)).rejects.toThrow('shared called while inactive');
+  });
+
   it('closes the implementation in use at shutdown, after deactivating it', async () => {
     const { shared, row } = makeSwitch();
     await row.select('shared');
