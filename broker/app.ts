@@ -10,6 +10,7 @@ import { subscribeRefresh } from '../flags/refresh-bus.js';
 import { CloseCode } from '../protocol/errors.js';
 import type { BrokerConfig } from './config.js';
 import { ConnectionRegistry } from './connections/registry.js';
+import { Retention } from './delivery/retention.js';
 import { MessageStore } from './delivery/store.js';
 import { createFlagProvider } from './flag-provider.js';
 import { FlagRuntime } from './flag-runtime.js';
@@ -22,6 +23,7 @@ import { openInfrastructure } from './node/infrastructure.js';
 import { createSessions, type Sessions } from './node/sessions.js';
 import { NodeHeartbeat } from './nodes/heartbeat.js';
 import type { PresenceFrame } from './presence/presence.js';
+import { RedisGuard } from './redis/guard.js';
 import type { RowReconciler } from './rows/reconciler.js';
 import { ScheduleStore } from './schedules/store.js';
 import { WatchStore } from './watches/store.js';
@@ -57,8 +59,19 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
   const { pool, redis, subscriber, bus } = infrastructure;
   const connections = new ConnectionRegistry();
   const directory = new Directory(pool);
-  const messages = new MessageStore(pool);
+  const messages = new MessageStore(pool, {
+    backlogMax: config.backlogMax,
+    onBatch: (kind, size) => metrics.commitBatch.observe({ kind }, size),
+  });
   const schedules = new ScheduleStore(pool);
+  const retention = new Retention({
+    pool,
+    messageRetentionMs: config.messageRetentionMs,
+    backlogMaxAgeMs: config.backlogMaxAgeMs,
+    intervalMs: config.retentionIntervalMs,
+    removed: (what, count) => metrics.retentionDeleted.inc({ what }, count),
+    log,
+  });
   const watchStore = new WatchStore(pool);
 
   // The one inbound path: every row reaches this node's sockets through these sinks. A frame for many
@@ -95,6 +108,7 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
     schedules,
     watchStore,
     redis,
+    redisGuard: new RedisGuard(redis),
     bus,
     sinks: {
       presenceEvents: onPresence,
@@ -176,6 +190,7 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
     // The first snapshot activates every row (boot), background work where the gate allows it.
     { name: 'rows', start: () => flags.start(), stop: () => reconciler.close() },
     { name: 'flag source', stop: () => flags.close() },
+    { name: 'retention', start: async () => retention.start(), stop: () => retention.stop() },
     {
       name: 'flag pushes',
       // A connection of its own (subscriber mode), queueing the subscribe until it is connected.

@@ -56,9 +56,18 @@ export interface BrokerConfig {
   unleashRefreshMs: number;
   /** The project's state folder (Unleash backups and the like); never the system temp dir. */
   stateDir: string;
-  /** Shared delivery: how often unacked messages are re-offered, and how old they must be first. */
-  sweepMs: number;
-  sweepMinAgeMs: number;
+  /** Shared delivery: how often every session's feed is compared with its member's last seq. */
+  deliveryCheckMs: number;
+  /** Unacked messages a member may be owed (a DM past it is refused, a broadcast skips the member). */
+  backlogMax: number;
+  /** An unacked message older than this is expired (no longer owed). */
+  backlogMaxAgeMs: number;
+  /** A message nobody is owed any more is removed this long after it was accepted (the idempotency window). */
+  messageRetentionMs: number;
+  /** How often retention runs (on one node at a time). */
+  retentionIntervalMs: number;
+  /** A Redis call on a peer's path waits at most this long, then falls back (rate limits, nonces, cap). */
+  redisTimeoutMs: number;
   /** A node whose heartbeat is older than this is dead (its sessions are reaped, its parts expire). */
   nodeDeadMs: number;
   /** Shared schedules: how often every node looks for due occurrences. */
@@ -184,8 +193,12 @@ export function loadConfig(env: Env = process.env): BrokerConfig {
     unleashToken: env.UNLEASH_API_TOKEN || undefined,
     unleashRefreshMs: int(env, 'UNLEASH_REFRESH_MS', 15_000, 100, 3_600_000),
     stateDir: str(env, 'STATE_DIR', join(packageRoot(), '.workbench')),
-    sweepMs: int(env, 'SWEEP_MS', 1000, 50, 600_000),
-    sweepMinAgeMs: int(env, 'SWEEP_MIN_AGE_MS', 500, 0, 600_000),
+    deliveryCheckMs: int(env, 'DELIVERY_CHECK_MS', 5000, 50, 3_600_000),
+    backlogMax: int(env, 'BACKLOG_MAX', 10_000, 1, 10_000_000),
+    backlogMaxAgeMs: int(env, 'BACKLOG_MAX_AGE_MS', 7 * 86_400_000, 1000, 365 * 86_400_000),
+    messageRetentionMs: int(env, 'MESSAGE_RETENTION_MS', 86_400_000, 1000, 365 * 86_400_000),
+    retentionIntervalMs: int(env, 'RETENTION_INTERVAL_MS', 10_000, 100, 3_600_000),
+    redisTimeoutMs: int(env, 'REDIS_TIMEOUT_MS', 250, 10, 60_000),
     nodeDeadMs: int(env, 'NODE_DEAD_MS', 0, 0, 3_600_000) || 3 * heartbeatMs,
     schedulePollMs: int(env, 'SCHEDULE_POLL_MS', 500, 20, 60_000),
     activeLeaseTtlMs: int(env, 'ACTIVE_LEASE_TTL_MS', 2000, 200, 600_000),

@@ -44,7 +44,7 @@ export class BrokerMetrics {
 
   readonly deliveries = new Counter({
     name: 'mesh_broker_deliveries_total',
-    help: 'Message frames written to sessions, by path (local: live on this node; backlog: replay on connect)',
+    help: 'Durable frames written to sessions by their feeds, by path (local: a hint of this node, remote: a hint over the bus, backlog: a read from Postgres)',
     labelNames: ['path'],
     registers: [this.registry],
   });
@@ -117,6 +117,35 @@ export class BrokerMetrics {
     name: 'mesh_broker_mcp_calls_total',
     help: 'MCP calls made through this node, by how they ended for the caller (result, error, timeout)',
     labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+
+  readonly backlogRefused = new Counter({
+    name: 'mesh_broker_backlog_refused_total',
+    help: 'Deliveries not stored because the recipient member owed BACKLOG_MAX messages: a DM refused (limit_exceeded), a broadcast or group recipient skipped',
+    labelNames: ['kind'],
+    registers: [this.registry],
+  });
+
+  readonly retentionDeleted = new Counter({
+    name: 'mesh_broker_retention_deleted_total',
+    help: 'Rows removed by retention: messages nobody is owed any more past MESSAGE_RETENTION_MS, deliveries expired past BACKLOG_MAX_AGE_MS',
+    labelNames: ['what'],
+    registers: [this.registry],
+  });
+
+  readonly busWakeups = new Counter({
+    name: 'mesh_broker_bus_wakeups_total',
+    help: 'Delivery wake-ups published, by channel (node: to a node holding a recipient session; mesh: a broadcast)',
+    labelNames: ['channel'],
+    registers: [this.registry],
+  });
+
+  readonly commitBatch = new Histogram({
+    name: 'mesh_broker_commit_batch_size',
+    help: 'Requests written per transaction by group commit, by kind (accept, ack)',
+    labelNames: ['kind'],
+    buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256],
     registers: [this.registry],
   });
 
@@ -213,6 +242,9 @@ export class BrokerMetrics {
     for (const row of ['rate-limits', 'nonces', 'connection-cap']) this.redisFallbacks.inc({ row }, 0);
     for (const outcome of ['result', 'error', 'timeout']) this.mcpCalls.inc({ outcome }, 0);
     for (const outcome of ['admitted', 'refused']) this.capAdmissions.inc({ outcome }, 0);
+    for (const kind of ['dm', 'broadcast']) this.backlogRefused.inc({ kind }, 0);
+    for (const what of ['messages', 'expired']) this.retentionDeleted.inc({ what }, 0);
+    for (const channel of ['node', 'mesh']) this.busWakeups.inc({ channel }, 0);
   }
 
   /** What `mesh_broker_clocks_led` reads at scrape time (the clock row registers it). */

@@ -26,7 +26,7 @@ export const FLAGS = [
     phase: 2,
     default: false,
     description:
-      'Durable per-recipient rows, a wake-up to the recipient node over Redis, and a sweep as backstop',
+      'Per-recipient rows in seq order, read by each session feed; wake-ups over Redis to the nodes holding a recipient, a periodic check as backstop',
   },
   {
     key: 'ha.connection-cap',

@@ -27,10 +27,23 @@ export interface RequestContext {
 export type RequestHandler<T> = (frame: T, context: RequestContext) => Promise<ReplyFrame | undefined>;
 
 /**
+ * A pipelined handler works in two steps: the first (awaited before the socket's next frame is read)
+ * checks the request and submits its work in order, the second (`later`) is the work's outcome. The next
+ * frame of the socket does not wait for `later`, so one socket's sends can share a commit; replies still
+ * go out in the order of the requests, and a non-pipelined request waits for every earlier reply first.
+ */
+export type PipelinedHandler<T> = (
+  frame: T,
+  context: RequestContext,
+) => Promise<{ later: Promise<ReplyFrame | undefined> }>;
+
+/**
  * Request frames of an accepted session, by `type`. A frame that fails `schema` is answered with
  * `bad_request` naming the field, and an unregistered type with `unknown_type`, the same way for every row.
  */
 export interface FrameRoutes {
   /** Registers the handler of one frame type (once per type). */
   on<S extends z.ZodType>(type: string, schema: S, handler: RequestHandler<z.infer<S>>): void;
+  /** Registers a pipelined handler (see PipelinedHandler): only for requests whose order is their submission. */
+  pipelined<S extends z.ZodType>(type: string, schema: S, handler: PipelinedHandler<z.infer<S>>): void;
 }

@@ -19,8 +19,11 @@ export interface McpInvoke {
 
 /** The payload of each kind. Mesh channel: the scope is a mesh id; node channel: a node id. */
 export interface BusPayloads {
-  /** Mesh: a durable message for recipients with sessions on the receiving node. */
-  'delivery.message': { frame: DurableFrame; recipients: number[]; publishedAt: number };
+  /**
+   * Node (a DM or group message: the nodes holding a recipient session) or mesh (a broadcast): wake the
+   * recipients' feeds. The frame and seqs are a hint; a feed writes them only when next in line.
+   */
+  'delivery.wake': { frame: DurableFrame; seqs: Array<[number, number]>; publishedAt: number };
   /** Mesh: a presence event for the receiving node's sockets of the mesh. */
   'presence.event': PresenceFrame;
   /** Node: close the receiving node's socket of a session that connected again elsewhere. */

@@ -1,7 +1,7 @@
 import type { WebSocket } from 'ws';
-import { RecentIds } from '../../client/dedup.js';
 import type { DurableFrame } from '../../protocol/frames.js';
 import type { SessionIdentity } from '../../protocol/routes.js';
+import type { FeedSocket, SessionFeed } from '../delivery/feed.js';
 import type { Logger } from '../log.js';
 
 /** Who a socket is (`SessionIdentity`) and what it is owed (`DurableFrame`) are the protocol's types. */
@@ -13,22 +13,20 @@ const MAX_BUFFERED_BYTES = 8 * 1024 * 1024;
 let nextConnectionId = 1;
 
 /**
- * One WebSocket of this node. Owns the socket's outbound side: framing, backpressure and the ordering of
- * durable messages while the backlog of a new session is being replayed (live messages that arrive during
- * the catch-up wait behind it, so a recipient sees each sender's messages in order).
+ * One WebSocket of this node. Owns the socket's outbound side: framing and backpressure. Durable frames
+ * reach it only through its session's feed (delivery/feed.ts), which keeps their order.
  */
-export class Connection {
+export class Connection implements FeedSocket {
   readonly id = nextConnectionId++;
   readonly openedAt = Date.now();
   identity: SessionIdentity | undefined;
+  /** The session's ordered feed, set when its hello is accepted (before delivery can see the socket). */
+  feed: SessionFeed | undefined;
   /** Set once the node has started the session's work (see Gateway); undone when the socket goes. */
   welcomed = false;
   /** Cleared when a ping goes out, set by the pong: a socket still false at the next ping is dead. */
   alive = true;
-  private catchingUp: DurableFrame[] | undefined;
-  private readonly sentDuringCatchUp = new Set<string>();
-  /** Durable frames recently written to this socket, so a sweep does not send them again. */
-  private readonly delivered = new RecentIds(10_000);
+  private corked = false;
 
   constructor(
     readonly socket: WebSocket,
@@ -37,11 +35,6 @@ export class Connection {
 
   get isOpen(): boolean {
     return this.socket.readyState === this.socket.OPEN;
-  }
-
-  /** Whether this socket was already sent the durable frame `messageId` (recent ones only). */
-  hasDelivered(messageId: string): boolean {
-    return this.delivered.has(messageId);
   }
 
   send(frame: object): void {
@@ -56,44 +49,29 @@ export class Connection {
       this.close(1008, 'too slow');
       return;
     }
+    this.cork();
     this.socket.send(text);
   }
 
-  /** Delivers a durable message now, or after the backlog replay when one is running. */
-  deliver(message: DurableFrame): void {
-    if (this.catchingUp) this.catchingUp.push(message);
-    else this.sendDurable(message);
+  /**
+   * Frames written in the same tick leave in one write: a commit answers many pipelined sends of a socket
+   * at once, and a feed writes a page of messages; one syscall per frame was the node's largest cost.
+   */
+  private cork(): void {
+    if (this.corked) return;
+    const raw = (this.socket as unknown as { _socket?: { cork(): void; uncork(): void } })._socket;
+    if (!raw) return;
+    this.corked = true;
+    raw.cork();
+    setImmediate(() => {
+      this.corked = false;
+      raw.uncork();
+    });
   }
 
-  /** Whether a backlog replay is running (live messages are waiting behind it). */
-  get catchingUpNow(): boolean {
-    return this.catchingUp !== undefined;
-  }
-
-  /** From now until `endCatchUp`, live messages wait; the backlog goes out through `replay`. Call before
-   * the connection becomes visible to delivery. */
-  beginCatchUp(): void {
-    this.catchingUp = [];
-    this.sentDuringCatchUp.clear();
-  }
-
-  replay(message: DurableFrame): void {
-    this.sentDuringCatchUp.add(message.messageId);
-    this.sendDurable(message);
-  }
-
-  /** Sends what arrived live during the replay, minus what the replay already sent. */
-  endCatchUp(): void {
-    const waiting = this.catchingUp ?? [];
-    this.catchingUp = undefined;
-    for (const message of waiting)
-      if (!this.sentDuringCatchUp.has(message.messageId)) this.sendDurable(message);
-    this.sentDuringCatchUp.clear();
-  }
-
-  private sendDurable(message: DurableFrame): void {
-    this.delivered.add(message.messageId);
-    this.send(message);
+  /** The feed's one way out. */
+  writeDurable(frame: DurableFrame): void {
+    this.send(frame);
   }
 
   close(code: number, reason: string): void {

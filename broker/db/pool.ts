@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { isDatabaseUnreachable } from './errors.js';
 
 // Postgres `bigint` (int8) columns hold ids and sequence numbers far below 2^53: read them as numbers,
 // alone and in arrays (array_agg of ids).
@@ -40,6 +41,14 @@ export async function inTransaction<T>(
   work: (client: pg.PoolClient) => Promise<T>,
 ): Promise<T> {
   const client = await pool.connect();
+  // A checked-out client has no error listener of the pool's: a server that goes away between two
+  // statements would emit an unhandled 'error' and end the process. The statement in flight (or the next
+  // one) fails instead, and the broken client is thrown away rather than returned to the pool.
+  let broken: Error | undefined;
+  const onError = (error: Error) => {
+    broken = error;
+  };
+  client.on('error', onError);
   try {
     await client.query('BEGIN');
     const result = await work(client);
@@ -47,8 +56,10 @@ export async function inTransaction<T>(
     return result;
   } catch (error) {
     await client.query('ROLLBACK').catch(() => {});
+    if (isDatabaseUnreachable(error)) broken ??= error as Error;
     throw error;
   } finally {
-    client.release();
+    client.off('error', onError);
+    client.release(broken);
   }
 }

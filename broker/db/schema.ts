@@ -8,7 +8,11 @@
  * - drain / reaper: presence rows of one node         → presence_node_idx
  * - peers.list / mesh-wide events: presence of a mesh → presence_mesh_idx
  * - send retry: message by (mesh, sender, client id)  → messages_sender_client_uq
- * - connect / resume: a member's unacked messages     → deliveries_pending_idx (partial)
+ * - a session's feed: a member's owed rows by seq      → deliveries_pk (member, seq)
+ * - ack: a member's row of a message                 → deliveries_message_member_uq
+ * - accept: lock a member's sequence                 → delivery_feeds primary key
+ * - retention: messages by age                       → messages_created_idx
+ * - accept: the nodes holding a recipient's sessions → presence_member_idx
  * - audit append / query: a mesh's chain by seq       → audit_mesh_seq_idx
  * - schedule.list / limits: a member's schedules      → schedules_member_idx
  * - boot re-arm / due sweep: active schedules by time → schedules_due_idx (partial)
@@ -90,7 +94,11 @@ export const presence = pgTable(
     /** Set when the socket closed; the row is removed when the grace period ends without a reconnect. */
     disconnectedAt: timestamp('disconnected_at', { withTimezone: true, precision: 3 }),
   },
-  (t) => [index('presence_node_idx').on(t.nodeId), index('presence_mesh_idx').on(t.meshId)],
+  (t) => [
+    index('presence_node_idx').on(t.nodeId),
+    index('presence_mesh_idx').on(t.meshId),
+    index('presence_member_idx').on(t.memberId),
+  ],
 );
 
 export const messages = pgTable(
@@ -113,12 +121,21 @@ export const messages = pgTable(
     kind: text('kind').notNull().default('message'),
     scheduleId: uuid('schedule_id'),
     occurrence: integer('occurrence'),
+    /** The member ids it was owed to when accepted (a retry's `sent` gets them back after acks). */
+    recipients: bigint('recipients', { mode: 'number' }).array().notNull().default(sql`'{}'::bigint[]`),
     createdAt: createdAt(),
   },
-  (t) => [uniqueIndex('messages_sender_client_uq').on(t.meshId, t.senderId, t.clientId)],
+  (t) => [
+    uniqueIndex('messages_sender_client_uq').on(t.meshId, t.senderId, t.clientId),
+    index('messages_created_idx').on(t.createdAt),
+  ],
 );
 
-/** One row per recipient member of a message: the per-recipient delivery state. */
+/**
+ * One row per recipient member that is still owed a message (docs/delivery.md): the ack deletes it. `seq` is
+ * the member's own sequence, assigned under the lock of the member's `delivery_feeds` row, so the seqs of a
+ * member commit in order and without gaps; a session's feed reads them in that order.
+ */
 export const deliveries = pgTable(
   'deliveries',
   {
@@ -128,14 +145,24 @@ export const deliveries = pgTable(
     memberId: bigint('member_id', { mode: 'number' })
       .notNull()
       .references(() => members.id, { onDelete: 'cascade' }),
-    /** Set by the recipient's ack; null means the message is still owed to the member. */
-    ackedAt: timestamp('acked_at', { withTimezone: true, precision: 3 }),
+    seq: bigint('seq', { mode: 'number' }).notNull(),
   },
   (t) => [
-    primaryKey({ name: 'deliveries_pk', columns: [t.messageId, t.memberId] }),
-    index('deliveries_pending_idx').on(t.memberId, t.messageId).where(sql`${t.ackedAt} IS NULL`),
+    primaryKey({ name: 'deliveries_pk', columns: [t.memberId, t.seq] }),
+    uniqueIndex('deliveries_message_member_uq').on(t.messageId, t.memberId),
   ],
 );
+
+/**
+ * A member's delivery sequence: `last_seq` is the seq of its latest delivery row. Locked by every
+ * transaction that writes the member's delivery rows (an accept batch), so seqs commit in order.
+ */
+export const deliveryFeeds = pgTable('delivery_feeds', {
+  memberId: bigint('member_id', { mode: 'number' })
+    .primaryKey()
+    .references(() => members.id, { onDelete: 'cascade' }),
+  lastSeq: bigint('last_seq', { mode: 'number' }).notNull().default(0),
+});
 
 /**
  * The audit hash chain, one per mesh. No uniqueness on (mesh, seq) on purpose: the local (per-node

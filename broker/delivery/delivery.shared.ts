@@ -1,131 +1,94 @@
 import type { Bus, Unsubscribe } from '../bus/bus.js';
-import type { Connection, DurableFrame } from '../connections/connection.js';
 import type { ConnectionRegistry } from '../connections/registry.js';
 import type { Logger } from '../log.js';
-import { type Delivery, deliverToSessions } from './delivery.js';
+import { type Delivery, wakeAll, wakeSessions } from './delivery.js';
+import type { AcceptedMessage } from './rows.js';
 import type { MessageStore } from './store.js';
 
 export interface SharedDeliveryOptions {
   connections: ConnectionRegistry;
   bus: Bus;
   store: MessageStore;
-  /** How often the sweep re-offers what is still owed to this node's sessions. */
-  sweepMs: number;
-  /** A message is left to the live path this long before the sweep considers it. */
-  sweepMinAgeMs: number;
-  delivered: (path: 'local' | 'sweep', count: number) => void;
+  nodeId: string;
+  /** How often every session here is checked against its member's last seq (completeness, not order). */
+  checkMs: number;
+  /** One wake-up published, by channel (node: targeted; mesh: a broadcast). */
+  published: (channel: 'node' | 'mesh') => void;
   log: Logger;
 }
 
 /**
- * Delivery to sessions on any node (flag `ha.delivery`). Postgres is the truth: the message and its
- * delivery rows are committed before `dispatch`. Then:
- * - this node's sessions of the recipients get it at once (never waiting on Redis);
- * - the other nodes holding sessions of the mesh get it over the bus (mesh channel) and deliver it to
- *   their own sessions of the recipients;
- * - every `sweepMs`, each node re-offers to its sessions what their members still owe (unacked, older
- *   than `sweepMinAgeMs`) and that socket was not already sent: a lost wake-up costs at most
- *   sweepMinAgeMs + sweepMs, and with Redis down delivery runs on the sweep alone. The SDK drops repeats.
- * - after the bus reconnects, and when the row turns shared, every session here catches up in order: live
- *   messages wait while what its member is owed is replayed oldest first (what was published while this
- *   node was not listening, or accepted while delivery was per node, comes before anything newer).
- * Order: the live paths keep a sender's order; a message that only the periodic sweep delivers (its
- * wake-up lost without this node noticing) can still arrive after later ones of the same sender.
+ * Delivery to sessions on any node (flag `ha.delivery`). Postgres is the truth: the message and its rows
+ * are committed before `dispatch`, and every session's feed reads its member's rows in seq order. Then:
+ * - this node's sessions of the recipients are woken at once (never waiting on Redis);
+ * - a wake-up is published, fire-and-forget, to the nodes that hold a session of a recipient (presence
+ *   said which, in the accepting transaction), or for a broadcast to every node holding the mesh; the
+ *   receiving node wakes its sessions (the delivery row's relay, in either mode);
+ * - a lost wake-up costs latency, never order: the next wake-up of the member reveals the gap and the feed
+ *   reads it; and every `checkMs` each node compares its sessions' feeds with their members' last seqs and
+ *   wakes those behind (a lost wake-up of a member's last message);
+ * - after the bus reconnects, and when the row turns shared, every session here is woken to read.
  */
 export class SharedDelivery implements Delivery {
-  private sweeper: NodeJS.Timeout | undefined;
-  private sweeping: Promise<void> | undefined;
+  private checker: NodeJS.Timeout | undefined;
+  private checking: Promise<void> | undefined;
   private detachReconnect: Unsubscribe | undefined;
 
   constructor(private readonly options: SharedDeliveryOptions) {}
 
-  /** Starts the sweep and the catch-up after bus reconnects (the row went shared, or the node booted). */
   async activate(): Promise<void> {
-    this.detachReconnect ??= this.options.bus.onReconnect(() => this.catchUpAll());
-    this.sweeper ??= setInterval(() => void this.sweep(), this.options.sweepMs);
-    this.sweeper.unref();
-    // Messages accepted while delivery was per node may be owed here: they go first.
-    this.catchUpAll();
+    this.detachReconnect ??= this.options.bus.onReconnect(() => wakeAll(this.options.connections));
+    this.checker ??= setInterval(() => void this.check(), this.options.checkMs);
+    this.checker.unref();
+    // Messages accepted while delivery was per node may be owed to sessions here.
+    wakeAll(this.options.connections);
   }
 
-  /**
-   * Every session of this node gets what its member is owed, oldest first, before any live message that
-   * arrives from now on. The catch-up begins for all of them synchronously (before the bus hands over a
-   * newer message); a session already catching up (it just said hello) is left to its own replay.
-   */
-  private catchUpAll(): void {
-    const { connections } = this.options;
-    for (const memberId of connections.memberIds()) {
-      for (const connection of connections.ofMember(memberId)) {
-        if (connection.catchingUpNow) continue;
-        connection.beginCatchUp();
-        void this.replayOwed(connection, memberId);
-      }
-    }
-  }
-
-  private async replayOwed(connection: Connection, memberId: number): Promise<void> {
-    let count = 0;
-    try {
-      for await (const message of this.options.store.pending(memberId)) {
-        if (!connection.isOpen) return;
-        if (connection.hasDelivered(message.messageId)) continue;
-        connection.replay(message);
-        count++;
-      }
-    } catch (error) {
-      this.options.log.warn({ err: error }, 'catch-up failed; the sweep re-offers what is owed');
-    } finally {
-      connection.endCatchUp();
-      if (count > 0) this.options.delivered('sweep', count);
-    }
-  }
-
-  /** Stops the sweep (the row went back to local); remote deliveries are still handed to local sockets. */
   async deactivate(): Promise<void> {
-    if (this.sweeper) clearInterval(this.sweeper);
-    this.sweeper = undefined;
+    if (this.checker) clearInterval(this.checker);
+    this.checker = undefined;
     this.detachReconnect?.();
     this.detachReconnect = undefined;
-    await this.sweeping;
+    await this.checking;
   }
 
   async close(): Promise<void> {}
 
-  async dispatch(meshId: string, message: DurableFrame, recipients: number[]): Promise<void> {
-    const count = deliverToSessions(this.options.connections, message, recipients);
-    if (count > 0) this.options.delivered('local', count);
-    // publishedAt: when this node handed it on, so the receiving node can measure the fan-out latency.
-    await this.options.bus.publishToMesh(meshId, 'delivery.message', {
-      frame: message,
-      recipients,
-      publishedAt: Date.now(),
-    });
+  dispatch(meshId: string, accepted: AcceptedMessage): void {
+    const { bus, connections, nodeId, published } = this.options;
+    wakeSessions(connections, accepted, 'local');
+    const wake = { frame: accepted.frame, seqs: accepted.seqs, publishedAt: Date.now() };
+    if (accepted.nodes === undefined) {
+      published('mesh');
+      void bus.publishToMesh(meshId, 'delivery.wake', wake);
+      return;
+    }
+    for (const node of accepted.nodes) {
+      if (node === nodeId) continue;
+      published('node');
+      void bus.publishToNode(node, 'delivery.wake', wake);
+    }
   }
 
-  /** One sweep at a time; a sweep asked for while one runs is skipped (the next tick comes soon). */
-  sweep(): Promise<void> {
-    this.sweeping ??= this.sweepOnce().finally(() => {
-      this.sweeping = undefined;
+  /** One check at a time: each session behind its member's last seq is woken to read. */
+  check(): Promise<void> {
+    this.checking ??= this.checkOnce().finally(() => {
+      this.checking = undefined;
     });
-    return this.sweeping;
+    return this.checking;
   }
 
-  private async sweepOnce(): Promise<void> {
-    const { connections, store, sweepMinAgeMs } = this.options;
+  private async checkOnce(): Promise<void> {
+    const { connections, store } = this.options;
     try {
-      const owed = await store.owedTo(connections.memberIds(), sweepMinAgeMs);
-      let count = 0;
-      for (const { memberId, frame } of owed) {
+      const last = await store.lastSeqs(connections.memberIds());
+      for (const [memberId, lastSeq] of last) {
         for (const connection of connections.ofMember(memberId)) {
-          if (connection.hasDelivered(frame.messageId)) continue;
-          connection.deliver(frame);
-          count++;
+          if (connection.feed?.behind(lastSeq)) connection.feed.wake();
         }
       }
-      if (count > 0) this.options.delivered('sweep', count);
     } catch (error) {
-      this.options.log.warn({ err: error }, 'delivery sweep failed; the next one retries');
+      this.options.log.warn({ err: error }, 'delivery check failed; the next one retries');
     }
   }
 }

@@ -1,11 +1,11 @@
 /**
- * Row "direct / broadcast / group delivery" (flag `ha.delivery`, docs/delivery.md): getting an accepted
- * message to its recipients' sessions, on this node or on any node.
+ * Row "direct / broadcast / group delivery" (flag `ha.delivery`, docs/delivery.md): waking the feeds of an
+ * accepted message's recipients, on this node or on every node.
  */
 import { secondsSince } from '../bus/latency.js';
 import type { RowContext } from '../rows/context.js';
 import { defineRow } from '../rows/row.js';
-import { type Delivery, deliverToSessions } from './delivery.js';
+import { type Delivery, wakeSessions } from './delivery.js';
 import { LocalDelivery } from './delivery.local.js';
 import { SharedDelivery } from './delivery.shared.js';
 
@@ -14,25 +14,23 @@ export const deliveryRow = defineRow<Delivery, RowContext>({
   metric: 'mesh_broker_deliveries_total',
   doc: 'docs/delivery.md',
   build: ({ config, log, metrics, connections, messages, bus }) => ({
-    local: new LocalDelivery(connections, (path, count) => metrics.deliveries.inc({ path }, count)),
+    local: new LocalDelivery(connections),
     shared: new SharedDelivery({
       connections,
       bus,
       store: messages,
-      sweepMs: config.sweepMs,
-      sweepMinAgeMs: config.sweepMinAgeMs,
-      delivered: (path, count) => metrics.deliveries.inc({ path }, count),
+      nodeId: config.nodeId,
+      checkMs: config.deliveryCheckMs,
+      published: (channel) => metrics.busWakeups.inc({ channel }),
       log,
     }),
-    // What a shared node sends reaches this node's sessions in either mode (a flip loses nothing).
+    // What a shared node publishes wakes this node's sessions in either mode (a flip loses nothing).
     relays: [
       {
-        kind: 'delivery.message',
-        handle: (_meshId, { frame, recipients, publishedAt }) => {
-          const count = deliverToSessions(connections, frame, recipients);
-          if (count === 0) return;
-          metrics.deliveries.inc({ path: 'remote' }, count);
-          metrics.fanoutLatency.observe({ kind: 'message' }, secondsSince(publishedAt));
+        kind: 'delivery.wake',
+        handle: (_scope, wake) => {
+          if (wakeSessions(connections, wake, 'remote') > 0)
+            metrics.fanoutLatency.observe({ kind: 'message' }, secondsSince(wake.publishedAt));
         },
       },
     ],

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from '../log.js';
+import type { RedisGuard } from '../redis/guard.js';
 import type { NonceGuard } from './nonces.js';
 
 /**
@@ -13,6 +14,7 @@ export class SharedNonceGuard implements NonceGuard {
 
   constructor(
     private readonly redis: Redis,
+    private readonly guard: RedisGuard,
     private readonly windowMs: number,
     private readonly fallback: NonceGuard,
     private readonly onFallback: () => void,
@@ -20,7 +22,7 @@ export class SharedNonceGuard implements NonceGuard {
   ) {}
 
   async claim(nonce: string): Promise<boolean> {
-    if (this.redis.status === 'ready') {
+    if (this.guard.usable()) {
       try {
         const set = await this.redis.set(`nonce:${nonce}`, '1', 'PX', this.windowMs, 'NX');
         // Also remembered locally, so a fallback later still refuses what was claimed now.
@@ -28,10 +30,11 @@ export class SharedNonceGuard implements NonceGuard {
         this.fallingBack = false;
         return set === 'OK';
       } catch (error) {
+        this.guard.failed(error);
         this.noteFallback(error as Error);
       }
     } else {
-      this.noteFallback(new Error(`redis ${this.redis.status}`));
+      this.noteFallback(new Error('redis unavailable or stalled'));
     }
     return this.fallback.claim(nonce);
   }

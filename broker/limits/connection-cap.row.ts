@@ -9,10 +9,11 @@ export const connectionCapRow = defineRow<ConnectionCap, RowContext>({
   flag: 'ha.connection-cap',
   metric: 'mesh_broker_connection_cap_admissions_total',
   doc: 'docs/connection-cap.md',
-  build: ({ config, log, metrics, redis }) => {
+  build: ({ config, log, metrics, redis, redisGuard }) => {
     const local = new LocalConnectionCap(config.meshConnectionCap);
     const shared = new SharedConnectionCap({
       redis,
+      guard: redisGuard,
       nodeId: config.nodeId,
       cap: config.meshConnectionCap,
       partTtlMs: config.nodeDeadMs,

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from '../log.js';
+import type { RedisGuard } from '../redis/guard.js';
 import type { ConnectionCap } from './connection-cap.js';
 import type { LocalConnectionCap } from './connection-cap.local.js';
 
@@ -19,7 +20,17 @@ if redis.call('SISMEMBER', mine, session) == 1 then
 end
 local total = 0
 for _, node in ipairs(redis.call('SMEMBERS', nodes)) do
-  local size = redis.call('SCARD', prefix .. node)
+  local part = prefix .. node
+  -- Already admitted through another node (a replacing connection): it moves here, counted once.
+  if part ~= mine and redis.call('SISMEMBER', part, session) == 1 then
+    redis.call('SREM', part, session)
+    redis.call('SADD', mine, session)
+    redis.call('PEXPIRE', mine, ttl)
+    redis.call('SADD', nodes, ARGV[5])
+    redis.call('PEXPIRE', nodes, ttl)
+    return 1
+  end
+  local size = redis.call('SCARD', part)
   if size == 0 then redis.call('SREM', nodes, node) end
   total = total + size
 end
@@ -33,6 +44,7 @@ return 1
 
 export interface SharedCapOptions {
   redis: Redis;
+  guard: RedisGuard;
   nodeId: string;
   cap: number;
   partTtlMs: number;
@@ -48,6 +60,8 @@ export interface SharedCapOptions {
  */
 export class SharedConnectionCap implements ConnectionCap {
   private readonly held = new Map<string, Set<string>>();
+  /** Every mesh this node ever wrote a part for: its parts are replaced when it becomes shared again. */
+  private readonly written = new Set<string>();
   private refresher: NodeJS.Timeout | undefined;
   private fallingBack = false;
 
@@ -74,7 +88,7 @@ export class SharedConnectionCap implements ConnectionCap {
 
   async admit(meshId: string, sessionId: string): Promise<boolean> {
     const { redis, nodeId, cap, partTtlMs } = this.options;
-    if (redis.status === 'ready') {
+    if (this.options.guard.usable()) {
       try {
         const admitted = await redis.eval(
           ADMIT,
@@ -93,10 +107,11 @@ export class SharedConnectionCap implements ConnectionCap {
         if (admitted === 1) await this.options.fallback.admit(meshId, sessionId);
         return admitted === 1;
       } catch (error) {
+        this.options.guard.failed(error);
         this.noteFallback(error as Error);
       }
     } else {
-      this.noteFallback(new Error(`redis ${redis.status}`));
+      this.noteFallback(new Error('redis unavailable or stalled'));
     }
     const admitted = await this.options.fallback.admit(meshId, sessionId);
     if (admitted) this.remember(meshId, sessionId);
@@ -107,7 +122,8 @@ export class SharedConnectionCap implements ConnectionCap {
     this.held.get(meshId)?.delete(sessionId);
     if (this.held.get(meshId)?.size === 0) this.held.delete(meshId);
     await this.options.fallback.release(meshId, sessionId);
-    await this.options.redis.srem(`cap:${meshId}:${this.options.nodeId}`, sessionId).catch(() => {});
+    // Not awaited: a stalled Redis must not hold the socket's close; the part expires anyway.
+    void this.options.redis.srem(`cap:${meshId}:${this.options.nodeId}`, sessionId).catch(() => {});
   }
 
   async close(): Promise<void> {}
@@ -119,6 +135,7 @@ export class SharedConnectionCap implements ConnectionCap {
       this.held.set(meshId, set);
     }
     set.add(sessionId);
+    this.written.add(meshId);
   }
 
   /** Re-asserts this node's parts (also after Redis lost them in a restart). */
@@ -127,8 +144,9 @@ export class SharedConnectionCap implements ConnectionCap {
     const { redis, nodeId, partTtlMs } = this.options;
     try {
       const pipeline = redis.pipeline();
+      // A part left from an earlier shared period lists sessions that ended while the row was local.
+      if (replace) for (const meshId of this.written) pipeline.del(`cap:${meshId}:${nodeId}`);
       for (const [meshId, sessions] of this.held) {
-        if (replace) pipeline.del(`cap:${meshId}:${nodeId}`);
         pipeline.sadd(`cap:${meshId}:${nodeId}`, ...sessions);
         pipeline.pexpire(`cap:${meshId}:${nodeId}`, partTtlMs);
         pipeline.sadd(`cap:${meshId}:nodes`, nodeId);

@@ -9,10 +9,10 @@ export const rateLimitsRow = defineRow<RateLimits, RowContext>({
   flag: 'ha.rate-limits',
   metric: 'mesh_broker_rate_limited_total',
   doc: 'docs/rate-limits.md',
-  build: ({ config, log, metrics, redis }) => {
+  build: ({ config, log, metrics, redis, redisGuard }) => {
     const policies = ratePolicies(config);
     const local = new LocalRateLimits(policies);
     const onFallback = () => metrics.redisFallbacks.inc({ row: 'rate-limits' });
-    return { local, shared: new SharedRateLimits(redis, policies, local, onFallback, log) };
+    return { local, shared: new SharedRateLimits(redis, redisGuard, policies, local, onFallback, log) };
   },
 });

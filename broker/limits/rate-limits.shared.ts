@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { RateLimiterRedis, type RateLimiterUnion } from 'rate-limiter-flexible';
 import type { Logger } from '../log.js';
+import type { RedisGuard } from '../redis/guard.js';
 import type { LimitKind, RateDecision, RateLimits, RateWindow } from './rate-limits.js';
 import { consumeFrom, limiterUnions } from './union.js';
 
@@ -15,7 +16,8 @@ export class SharedRateLimits implements RateLimits {
   private fallingBack = false;
 
   constructor(
-    private readonly redis: Redis,
+    redis: Redis,
+    private readonly guard: RedisGuard,
     policies: Record<LimitKind, RateWindow[]>,
     private readonly fallback: RateLimits,
     private readonly onFallback: () => void,
@@ -34,17 +36,18 @@ export class SharedRateLimits implements RateLimits {
   async close(): Promise<void> {}
 
   async consume(kind: LimitKind, key: string): Promise<RateDecision> {
-    if (this.redis.status === 'ready') {
+    if (this.guard.usable()) {
       try {
         const decision = await consumeFrom(this.unions[kind], key);
         if (this.fallingBack) this.log.info('rate limits: Redis is back, shared buckets again');
         this.fallingBack = false;
         return decision;
       } catch (error) {
+        this.guard.failed(error);
         this.noteFallback(error as Error);
       }
     } else {
-      this.noteFallback(new Error(`redis ${this.redis.status}`));
+      this.noteFallback(new Error('redis unavailable or stalled'));
     }
     return this.fallback.consume(kind, key);
   }

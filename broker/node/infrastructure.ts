@@ -32,11 +32,22 @@ export async function openInfrastructure(
     lazyConnect: true,
     maxRetriesPerRequest: 1,
     enableOfflineQueue: false,
+    // A stalled Redis (connected, not answering) must not hold a peer's request: every call gives up after
+    // this and its caller falls back (rate limits, nonces and the cap to this node's memory; a wake-up is
+    // simply lost, which costs latency, never order).
+    commandTimeout: config.redisTimeoutMs,
+    // Commands issued in the same tick (a commit's wake-ups, many rate-limit checks) leave in one write.
+    enableAutoPipelining: true,
     retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
   });
   redis.on('error', (error) => log.debug({ err: error }, 'redis error'));
   redis.connect().catch((error) => log.warn({ err: error }, 'redis not reachable at start; retrying'));
-  const subscriber = redis.duplicate({ keyPrefix: '', enableOfflineQueue: true, lazyConnect: false });
+  const subscriber = redis.duplicate({
+    keyPrefix: '',
+    enableOfflineQueue: true,
+    lazyConnect: false,
+    commandTimeout: undefined,
+  });
   subscriber.on('error', (error) => log.debug({ err: error }, 'redis (subscriber) error'));
   const bus = new Bus({
     publisher: redis,

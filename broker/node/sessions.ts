@@ -12,7 +12,8 @@ import type { BrokerConfig } from '../config.js';
 import type { Connection } from '../connections/connection.js';
 import type { ConnectionRegistry } from '../connections/registry.js';
 import type { Pool } from '../db/pool.js';
-import { registerMessaging, replayBacklog } from '../delivery/messaging.js';
+import { SessionFeed } from '../delivery/feed.js';
+import { registerMessaging } from '../delivery/messaging.js';
 import type { MessageStore } from '../delivery/store.js';
 import { HelloAdmission } from '../hello/admission.js';
 import type { Directory } from '../identity/directory.js';
@@ -102,12 +103,19 @@ export function createSessions(options: SessionsOptions): Sessions {
     router,
     metrics,
     log,
+    openFeed: (connection, memberId) =>
+      new SessionFeed(
+        memberId,
+        connection,
+        options.messages,
+        (path, count) => metrics.deliveries.inc({ path }, count),
+        connection.log,
+      ),
     onSessionStart: async (connection: Connection) => {
       const identity = connection.identity!;
       // Subscribe to the mesh's channel before anything of the session can be published (ref-counted).
       bus.joinMesh(identity.meshId);
       for (const hooks of sessionHooks) await hooks.started?.(identity);
-      await replayBacklog(connection, options.messages, metrics);
     },
     onSocketClosed: async (identity) => {
       for (const hooks of sessionHooks) await hooks.socketClosed?.(identity);

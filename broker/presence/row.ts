@@ -14,7 +14,7 @@ export const presenceRow = defineRow<Presence, RowContext>({
   flag: 'ha.presence',
   metric: 'mesh_broker_hello_rejections_total',
   doc: 'docs/presence.md',
-  build: ({ config, pool, log, metrics, connections, sinks, redis, bus }) => {
+  build: ({ config, pool, log, metrics, connections, sinks, redis, redisGuard, bus }) => {
     const localNonces = new LocalNonceGuard(2 * config.helloSkewMs);
     const connected = () => connections.all().flatMap((c) => (c.identity ? [c.identity] : []));
     return {
@@ -38,6 +38,7 @@ export const presenceRow = defineRow<Presence, RowContext>({
         kickLocal: sinks.kickLocal,
         nonces: new SharedNonceGuard(
           redis,
+          redisGuard,
           2 * config.helloSkewMs,
           localNonces,
           () => metrics.redisFallbacks.inc({ row: 'nonces' }),

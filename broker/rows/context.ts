@@ -8,6 +8,7 @@ import type { MessageStore } from '../delivery/store.js';
 import type { Logger } from '../log.js';
 import type { BrokerMetrics } from '../metrics.js';
 import type { PresenceEvents } from '../presence/presence.js';
+import type { RedisGuard } from '../redis/guard.js';
 import type { ScheduleStore } from '../schedules/store.js';
 import type { StreamSink } from '../streams/streams.js';
 import type { WatchStore } from '../watches/store.js';
@@ -35,5 +36,7 @@ export interface RowContext {
   watchStore: WatchStore;
   sinks: Sinks;
   redis: Redis;
+  /** Whether to try Redis now on a peer's path (see redis/guard.ts). */
+  redisGuard: RedisGuard;
   bus: Bus;
 }

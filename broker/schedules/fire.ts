@@ -39,7 +39,7 @@ export async function announceOccurrence(
   occurrence: number,
   accepted: AcceptedMessage,
 ): Promise<void> {
-  await options.delivery.dispatch(schedule.meshId, accepted.frame, accepted.recipients);
+  if (!accepted.duplicate) options.delivery.dispatch(schedule.meshId, accepted);
   options.metrics.scheduleFires.inc({ outcome: 'fired' });
   options.audit.record({
     meshId: schedule.meshId,

@@ -17,7 +17,7 @@ export function notifyWatch(messages: MessageStore, delivery: Delivery, metrics:
         allowSelf: true,
       },
     );
-    await delivery.dispatch(watch.meshId, accepted.frame, accepted.recipients);
+    if (!accepted.duplicate) delivery.dispatch(watch.meshId, accepted);
     metrics.watchNotifications.inc();
   };
 }

@@ -33,16 +33,22 @@ export const watchesRow = defineRow<WatchRunner, WatchDeps>({
       log,
     );
     metrics.watchesPolled(() => poller.ids().length);
+    const local = new LocalWatchRunner(watchStore, poller, log);
+    const shared = new SharedWatchRunner({
+      pool,
+      poller,
+      nodeId: config.nodeId,
+      leaseMs: config.nodeDeadMs,
+      nodeDeadMs: config.nodeDeadMs,
+      log,
+    });
     return {
-      local: new LocalWatchRunner(watchStore, poller, log),
-      shared: new SharedWatchRunner({
-        pool,
-        poller,
-        nodeId: config.nodeId,
-        leaseMs: config.nodeDeadMs,
-        nodeDeadMs: config.nodeDeadMs,
-        log,
-      }),
+      local,
+      shared,
+      // A flip back to local keeps polling what this node polled (the shared runner gave the leases back).
+      handOver: async (_from, _to, target) => {
+        if (target === 'local') local.adopt(shared.handedBack);
+      },
       session: (watches) => ({ ended: (meshId, sessionId) => watches.sessionEnded(meshId, sessionId) }),
     };
   },

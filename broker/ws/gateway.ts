@@ -6,12 +6,14 @@
 import type { FastifyRequest } from 'fastify';
 import type { RawData, WebSocket } from 'ws';
 import { CloseCode, ProtocolError } from '../../protocol/errors.js';
-import type { ErrorFrame, Welcome } from '../../protocol/frames.js';
+import type { ErrorFrame, ReplyFrame, Welcome } from '../../protocol/frames.js';
 import { parseJsonObject, parseWith, ridOf } from '../../protocol/parse.js';
 import { helloFrame } from '../../protocol/requests.js';
 import type { SessionIdentity } from '../connections/connection.js';
 import { Connection } from '../connections/connection.js';
 import type { ConnectionRegistry } from '../connections/registry.js';
+import { isDatabaseUnreachable } from '../db/errors.js';
+import type { SessionFeed } from '../delivery/feed.js';
 import type { HelloAdmission } from '../hello/admission.js';
 import { HelloRejected } from '../hello/admission.js';
 import type { ConnectionCap } from '../limits/connection-cap.js';
@@ -35,7 +37,9 @@ export interface GatewayOptions {
   router: Router;
   metrics: BrokerMetrics;
   log: Logger;
-  /** Runs after `welcome`: replays what the session is owed, then ends the catch-up begun at admission. */
+  /** The session's ordered feed (delivery/feed.ts), made when its hello is accepted. */
+  openFeed: (connection: Connection, memberId: number) => SessionFeed;
+  /** Runs after `welcome`, before the session's feed starts (its first read is the backlog replay). */
   onSessionStart: (connection: Connection) => Promise<void>;
   /** Runs when a session's current socket closed (not when replaced, not while draining). */
   onSocketClosed: (identity: SessionIdentity) => Promise<void>;
@@ -48,6 +52,8 @@ export class Gateway {
   private readonly liveness: NodeJS.Timeout;
   /** Each socket's frame queue, while it has one: what a drain waits for. */
   private readonly queues = new Map<Connection, Promise<void>>();
+  /** Each socket's replies still to send, in request order (pipelined requests answer later). */
+  private readonly replies = new Map<Connection, Promise<void>>();
 
   constructor(private readonly options: GatewayOptions) {
     // A peer whose network died says nothing; a WebSocket ping it cannot answer within one interval
@@ -88,7 +94,12 @@ export class Gateway {
     });
     socket.on('close', () => {
       clearTimeout(helloTimer);
-      queue = queue.then(() => this.onClose(connection)).finally(() => this.queues.delete(connection));
+      queue = queue
+        .then(() => this.onClose(connection))
+        .finally(() => {
+          this.queues.delete(connection);
+          this.replies.delete(connection);
+        });
       this.queues.set(connection, queue);
     });
     socket.on('pong', () => {
@@ -110,7 +121,9 @@ export class Gateway {
     const timeout = new Promise<'timeout'>((resolve) => {
       timer = setTimeout(() => resolve('timeout'), timeoutMs);
     });
-    const settled = Promise.allSettled(this.queues.values()).then(() => 'done' as const);
+    const settled = Promise.allSettled([...this.queues.values(), ...this.replies.values()]).then(
+      () => 'done' as const,
+    );
     const outcome = await Promise.race([settled, timeout]);
     clearTimeout(timer);
     if (outcome === 'timeout')
@@ -146,14 +159,20 @@ export class Gateway {
       }
       if (frame.type === 'hello')
         throw new ProtocolError('bad_request', 'hello already accepted on this socket');
-      if (!this.options.router.has(frame.type)) {
+      const { router } = this.options;
+      if (!router.has(frame.type)) {
         throw new ProtocolError('unknown_type', `unknown frame type "${frame.type.slice(0, 64)}"`);
       }
-      const reply = await this.options.router.handle(frame.type, frame, {
-        identity: connection.identity,
+      // A request that is not pipelined sees every earlier request of its socket answered first (a query
+      // after a send sees the send committed).
+      if (!router.isPipelined(frame.type)) await this.replies.get(connection);
+      const handled = await router.handle(frame.type, frame, { identity: connection.identity, rid });
+      this.reply(
+        connection,
         rid,
-      });
-      if (reply) connection.send(rid === undefined ? reply : { ...reply, rid });
+        'now' in handled ? Promise.resolve(handled.now) : handled.later,
+        countError,
+      );
     } catch (error) {
       if (error instanceof HelloRejected) {
         this.options.metrics.helloRejections.inc({ reason: error.reason });
@@ -167,20 +186,61 @@ export class Gateway {
         connection.close(CloseCode.internal, 'internal error, retry');
         return;
       }
-      if (!(error instanceof ProtocolError)) {
-        connection.log.error({ err: error, connection: connection.id }, 'request failed');
-      }
-      const code = error instanceof ProtocolError ? error.code : 'internal';
-      const message = error instanceof ProtocolError ? error.message : 'internal error';
-      this.options.metrics.frameErrors.inc({ code });
-      connection.send({
-        type: 'error',
-        code,
-        message,
-        ...(rid === undefined ? {} : { rid }),
-      } satisfies ErrorFrame);
-      countError();
+      this.reply(connection, rid, Promise.reject(error), countError);
     }
+  }
+
+  /** Sends a request's reply (or its error) after every earlier reply of the socket: replies keep their order. */
+  private reply(
+    connection: Connection,
+    rid: string | undefined,
+    outcome: Promise<ReplyFrame | undefined>,
+    countError: () => void,
+  ): void {
+    // Handled below once the earlier replies are out; marked handled now, so that a refusal waiting its
+    // turn is never an unhandled rejection (which would end the process).
+    outcome.catch(() => {});
+    const next = (this.replies.get(connection) ?? Promise.resolve())
+      .then(() => outcome)
+      .then(
+        (reply) => {
+          if (reply) connection.send(rid === undefined ? reply : { ...reply, rid });
+        },
+        (error: unknown) => this.sendError(connection, rid, error, countError),
+      );
+    this.replies.set(connection, next);
+  }
+
+  private sendError(
+    connection: Connection,
+    rid: string | undefined,
+    error: unknown,
+    countError: () => void,
+  ): void {
+    const unreachable = !(error instanceof ProtocolError) && isDatabaseUnreachable(error);
+    if (unreachable) {
+      connection.log.warn(
+        { err: (error as Error).message, connection: connection.id },
+        'database unreachable',
+      );
+    } else if (!(error instanceof ProtocolError)) {
+      connection.log.error({ err: error, connection: connection.id }, 'request failed');
+    }
+    const code = error instanceof ProtocolError ? error.code : unreachable ? 'unavailable' : 'internal';
+    const message =
+      error instanceof ProtocolError
+        ? error.message
+        : unreachable
+          ? 'the database is unreachable; retry (a send retried with the same id is stored once)'
+          : 'internal error';
+    this.options.metrics.frameErrors.inc({ code });
+    connection.send({
+      type: 'error',
+      code,
+      message,
+      ...(rid === undefined ? {} : { rid }),
+    } satisfies ErrorFrame);
+    countError();
   }
 
   private async hello(connection: Connection, frame: Record<string, unknown>): Promise<void> {
@@ -197,9 +257,9 @@ export class Gateway {
       return;
     }
     connection.identity = identity;
-    // Hold live messages from the moment delivery can see this socket until the backlog replay is done;
-    // otherwise a live message could overtake older ones of the same sender still in the backlog.
-    connection.beginCatchUp();
+    // The feed exists before delivery can see the socket: wake-ups until it starts (after `welcome` and the
+    // session hooks) fold into its first read, the backlog replay.
+    connection.feed = this.options.openFeed(connection, identity.memberId);
     const previous = connections.session(identity.sessionId);
     connections.add(connection);
     // Same member, same session: the newer connection wins (admission refused any other member).
@@ -220,10 +280,10 @@ export class Gateway {
     connection.welcomed = true;
     try {
       await this.options.onSessionStart(connection);
+      await connection.feed.start();
     } catch (error) {
-      // Without its backlog replay the socket would hold live messages forever: end it, the peer resumes.
+      // Without its feed the socket would never get what it is owed: end it, the peer resumes.
       connection.log.error({ err: error, connection: connection.id }, 'starting the session failed');
-      connection.endCatchUp();
       connection.close(CloseCode.internal, 'internal error, retry');
     }
   }
@@ -232,6 +292,7 @@ export class Gateway {
     const { connections, presence, metrics, log } = this.options;
     const identity = connection.identity;
     const wasCurrent = connections.remove(connection);
+    connection.feed?.close();
     if (!identity) return;
     metrics.connections.dec({ mesh: identity.meshId });
     if (connection.welcomed) this.options.onConnectionGone(identity);

@@ -1,12 +1,14 @@
 import type { z } from 'zod';
 import type { ReplyFrame } from '../../protocol/frames.js';
 import { parseWith } from '../../protocol/parse.js';
-import type { FrameRoutes, RequestContext, RequestHandler } from '../../protocol/routes.js';
+import type { FrameRoutes, PipelinedHandler, RequestContext, RequestHandler } from '../../protocol/routes.js';
 
-interface Route {
-  schema: z.ZodType;
-  handler: RequestHandler<never>;
-}
+type Route =
+  | { pipelined: false; schema: z.ZodType; handler: RequestHandler<never> }
+  | { pipelined: true; schema: z.ZodType; handler: PipelinedHandler<never> };
+
+/** What handling a frame gives the gateway: its reply now, or (pipelined) a reply to come. */
+export type Handled = { now: ReplyFrame | undefined } | { later: Promise<ReplyFrame | undefined> };
 
 /**
  * Request frames of an accepted session, by `type` (the contract rows register on: protocol/routes.ts).
@@ -18,16 +20,28 @@ export class Router implements FrameRoutes {
 
   on<S extends z.ZodType>(type: string, schema: S, handler: RequestHandler<z.infer<S>>): void {
     if (this.routes.has(type)) throw new Error(`frame type ${type} registered twice`);
-    this.routes.set(type, { schema, handler: handler as RequestHandler<never> });
+    this.routes.set(type, { pipelined: false, schema, handler: handler as RequestHandler<never> });
+  }
+
+  pipelined<S extends z.ZodType>(type: string, schema: S, handler: PipelinedHandler<z.infer<S>>): void {
+    if (this.routes.has(type)) throw new Error(`frame type ${type} registered twice`);
+    this.routes.set(type, { pipelined: true, schema, handler: handler as PipelinedHandler<never> });
+  }
+
+  /** Whether the type's handler is pipelined (its reply may come after the next frame is read). */
+  isPipelined(type: string): boolean {
+    return this.routes.get(type)?.pipelined === true;
   }
 
   has(type: string): boolean {
     return this.routes.has(type);
   }
 
-  /** Validates and runs the frame's handler; throws ProtocolError for bad input. */
-  async handle(type: string, frame: unknown, context: RequestContext): Promise<ReplyFrame | undefined> {
+  /** Validates and runs the frame's handler (its first step, if pipelined); throws ProtocolError for bad input. */
+  async handle(type: string, frame: unknown, context: RequestContext): Promise<Handled> {
     const route = this.routes.get(type)!;
-    return route.handler(parseWith(route.schema, frame) as never, context);
+    const parsed = parseWith(route.schema, frame) as never;
+    if (route.pipelined) return route.handler(parsed, context);
+    return { now: await route.handler(parsed, context) };
   }
 }

@@ -46,6 +46,7 @@ describe('workbench CLI', () => {
       'audit_verifier_progress',
       'cluster_leases',
       'deliveries',
+      'delivery_feeds',
       'flag_states',
       'mcp_servers',
       'members',

@@ -1,0 +1,159 @@
+/**
+ * One session's ordered feed (docs/delivery.md): the only thing that writes durable frames to a socket.
+ *
+ * Postgres is the only source of what a member is owed: each delivery row carries `seq`, the member's own
+ * sequence, assigned under the lock of the member's feed row (`delivery_feeds`), so the seqs of one member
+ * commit in order and without gaps. A reader that has seen seq N therefore knows that every seq below N is
+ * already visible: the trap of ids that commit out of order (a reader past N missing an N−1 that commits
+ * later) cannot happen. The feed keeps a cursor: every owed item with seq ≤ cursor has been written to this
+ * socket (or was acked, or expired). It only ever writes the item right after the cursor, so a later message
+ * of a sender can never pass an earlier one, whatever wake-ups were lost.
+ *
+ * A wake-up only tells the feed to look. It may carry the item it is about (a hint, from the accepting node
+ * or the bus); the feed writes a hint only when it is exactly the next item (seq = cursor + 1), which is what
+ * it would have read, and otherwise reads from Postgres. A lost wake-up therefore costs latency (until the
+ * next wake-up of the member, or the periodic check), never order; the first read of a session is its
+ * backlog replay.
+ */
+import type { DurableFrame } from '../connections/connection.js';
+import type { Logger } from '../log.js';
+
+export interface FeedItem {
+  seq: number;
+  frame: DurableFrame;
+}
+
+/** What a feed reads: the member's unacked items after a seq, and the member's last seq at that moment. */
+export interface FeedSource {
+  read(memberId: number, afterSeq: number, limit: number): Promise<{ lastSeq: number; items: FeedItem[] }>;
+}
+
+/** The socket side of a feed. */
+export interface FeedSocket {
+  readonly isOpen: boolean;
+  writeDurable(frame: DurableFrame): void;
+}
+
+/**
+ * Items written, by path: from a hint of this node's accept (`local`) or of a wake-up over the bus
+ * (`remote`), without reading; or after a read (`backlog`: a session's first read, a gap after a lost
+ * wake-up, the periodic check).
+ */
+export type FeedCounter = (path: 'local' | 'remote' | 'backlog', count: number) => void;
+
+/** Items one read fetches; a longer backlog is read page by page. */
+export const FEED_PAGE = 500;
+/** Hints kept while a read runs; past this they are dropped (the next read covers them). */
+const MAX_HINTS = 1000;
+/** A failed read is tried again after this. */
+const RETRY_MS = 1000;
+
+export class SessionFeed {
+  private cursor = 0;
+  private started = false;
+  private reading: Promise<void> | undefined;
+  private again = false;
+  private readonly hints = new Map<number, { frame: DurableFrame; path: 'local' | 'remote' }>();
+  private retry: NodeJS.Timeout | undefined;
+
+  constructor(
+    readonly memberId: number,
+    private readonly socket: FeedSocket,
+    private readonly source: FeedSource,
+    private readonly counted: FeedCounter,
+    private readonly log: Logger,
+  ) {}
+
+  /** The highest seq this feed has dealt with (written, or known acked or expired). */
+  get position(): number {
+    return this.cursor;
+  }
+
+  /**
+   * The session's first read: everything its member is owed, oldest first. Wake-ups before it are
+   * coalesced into it. Resolves once the backlog (as of now) has been written.
+   */
+  start(): Promise<void> {
+    this.started = true;
+    this.requestRead();
+    return this.reading ?? Promise.resolve();
+  }
+
+  /** Something may be owed to this member. `hint`: the item the waker knows about, if any. */
+  wake(hint?: FeedItem, path: 'local' | 'remote' = 'local'): void {
+    if (hint) {
+      if (hint.seq <= this.cursor) return;
+      if (this.started && !this.reading && hint.seq === this.cursor + 1) {
+        this.write(hint);
+        this.counted(path, 1);
+        return;
+      }
+      if (this.hints.size < MAX_HINTS) this.hints.set(hint.seq, { frame: hint.frame, path });
+    }
+    this.requestRead();
+  }
+
+  /** The periodic check: the member's last seq in Postgres is past what this feed has dealt with. */
+  behind(lastSeq: number): boolean {
+    return lastSeq > this.cursor;
+  }
+
+  close(): void {
+    clearTimeout(this.retry);
+    this.hints.clear();
+  }
+
+  private requestRead(): void {
+    if (!this.started || this.reading) {
+      this.again = true;
+      return;
+    }
+    this.reading = this.readLoop().finally(() => {
+      this.reading = undefined;
+    });
+  }
+
+  private async readLoop(): Promise<void> {
+    try {
+      do {
+        this.again = false;
+        const page = await this.source.read(this.memberId, this.cursor, FEED_PAGE);
+        if (!this.socket.isOpen) return;
+        let written = 0;
+        for (const item of page.items) {
+          if (item.seq <= this.cursor) continue;
+          this.write(item);
+          written++;
+        }
+        if (written > 0) this.counted('backlog', written);
+        // A complete page: nothing unacked at or below the member's last seq is left unwritten.
+        if (page.items.length < FEED_PAGE) this.cursor = Math.max(this.cursor, page.lastSeq);
+        else this.again = true;
+        this.writeContiguousHints();
+      } while (this.again && this.socket.isOpen);
+    } catch (error) {
+      this.log.warn({ err: error, memberId: this.memberId }, 'feed read failed; trying again');
+      clearTimeout(this.retry);
+      this.retry = setTimeout(() => this.requestRead(), RETRY_MS);
+      this.retry.unref();
+    }
+  }
+
+  private writeContiguousHints(): void {
+    for (const seq of [...this.hints.keys()]) if (seq <= this.cursor) this.hints.delete(seq);
+    let next = this.hints.get(this.cursor + 1);
+    while (next) {
+      this.hints.delete(this.cursor + 1);
+      this.write({ seq: this.cursor + 1, frame: next.frame });
+      this.counted(next.path, 1);
+      next = this.hints.get(this.cursor + 1);
+    }
+    // A hint beyond a gap means an item in between was missed: read again.
+    if (this.hints.size > 0) this.again = true;
+  }
+
+  private write(item: FeedItem): void {
+    this.cursor = item.seq;
+    if (this.socket.isOpen) this.socket.writeDurable(item.frame);
+  }
+}

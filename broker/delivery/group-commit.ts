@@ -1,0 +1,72 @@
+/**
+ * Group commit: requests from every session of a node are gathered and written in one transaction per
+ * batch. A batch starts as soon as a request arrives and fewer than `maxInFlight` batches are being written;
+ * whatever arrives while batches are being written goes into the next one (up to `maxBatch`). So one
+ * request alone is written at once, and under load batches grow by themselves with the commit time: no
+ * timer stands between a request and its commit.
+ *
+ * Each request gets its own outcome: `write` returns one result or error per request, in order, so one bad
+ * request does not fail the others. If the whole batch fails (the database unreachable), every request of
+ * it fails with that error.
+ *
+ * Order: requests of one batch are written in arrival order; a caller that must keep order across its
+ * requests (one socket's sends) waits for each before making the next, as the gateway does.
+ */
+export type Outcome<O> = { ok: true; value: O } | { ok: false; error: unknown };
+
+export interface GroupCommitOptions<I, O> {
+  /** Writes a batch in one transaction; one outcome per request, in order. */
+  write: (batch: I[]) => Promise<Array<Outcome<O>>>;
+  maxBatch: number;
+  maxInFlight: number;
+  /** Called with each batch's size (a histogram of batch sizes). */
+  onBatch?: (size: number) => void;
+}
+
+interface Pending<I, O> {
+  request: I;
+  resolve: (value: O) => void;
+  reject: (error: unknown) => void;
+}
+
+export class GroupCommit<I, O> {
+  private queue: Array<Pending<I, O>> = [];
+  private inFlight = 0;
+
+  constructor(private readonly options: GroupCommitOptions<I, O>) {}
+
+  submit(request: I): Promise<O> {
+    return new Promise<O>((resolve, reject) => {
+      this.queue.push({ request, resolve, reject });
+      this.pump();
+    });
+  }
+
+  private pump(): void {
+    while (this.queue.length > 0 && this.inFlight < this.options.maxInFlight) {
+      const batch = this.queue.splice(0, this.options.maxBatch);
+      this.inFlight++;
+      void this.run(batch).finally(() => {
+        this.inFlight--;
+        this.pump();
+      });
+    }
+  }
+
+  private async run(batch: Array<Pending<I, O>>): Promise<void> {
+    this.options.onBatch?.(batch.length);
+    let outcomes: Array<Outcome<O>>;
+    try {
+      outcomes = await this.options.write(batch.map((pending) => pending.request));
+    } catch (error) {
+      for (const pending of batch) pending.reject(error);
+      return;
+    }
+    batch.forEach((pending, i) => {
+      const outcome = outcomes[i];
+      if (!outcome) pending.reject(new Error('group commit: no outcome for a request'));
+      else if (outcome.ok) pending.resolve(outcome.value);
+      else pending.reject(outcome.error);
+    });
+  }
+}

@@ -1,0 +1,97 @@
+/** The durable rows of messaging as the node reads them, and the frames recipients get for them. */
+import type { DurableFrame } from '../connections/connection.js';
+import type { Pool, PoolClient } from '../db/pool.js';
+
+/** Who a stored message is from: a member's session (a peer's send, or its schedule or watch). */
+export interface Sender {
+  meshId: string;
+  memberId: number;
+  sessionId: string;
+  pubkey: string;
+}
+
+export interface NewMessage {
+  /** The idempotency key: a retried id of the same sender is the same message. */
+  id: string;
+  to: string;
+  body: string;
+  /** `message` (default) or `watch.triggered` (body is the notification's JSON). */
+  kind?: 'message' | 'watch.triggered';
+  scheduleId?: string;
+  occurrence?: number;
+  /** The sender itself may be the recipient (watch notifications); peers' sends may not. */
+  allowSelf?: boolean;
+}
+
+export interface AcceptedMessage {
+  frame: DurableFrame;
+  /** Member ids owed this message. */
+  recipients: number[];
+  /** Each recipient's seq for this message: [memberId, seq]. Empty for a duplicate. */
+  seqs: Array<[number, number]>;
+  /** True when this `id` had been accepted before: nothing new was stored and nothing is sent again. */
+  duplicate: boolean;
+  /** The nodes holding a session of a recipient (DM and group messages); undefined for a broadcast. */
+  nodes?: string[];
+  /** Broadcast or group recipients skipped because their backlog was full. */
+  dropped: number;
+}
+
+export interface MessageRow {
+  id: number;
+  clientId: string;
+  from: string;
+  fromSession: string;
+  target: string;
+  body: string;
+  kind: string;
+  scheduleId: string | null;
+  occurrence: number | null;
+  createdAt: Date;
+}
+
+/** The columns of a MessageRow, from `messages m JOIN members s ON s.id = m.sender_id`. */
+export const MESSAGE_COLUMNS = `m.id, m.client_id AS "clientId", s.pubkey AS "from", m.sender_session AS "fromSession",
+  m.target, m.body, m.kind, m.schedule_id AS "scheduleId", m.occurrence, m.created_at AS "createdAt"`;
+
+/** The frame a recipient gets for a stored row: a `message`, or a durable `watch.triggered`. */
+export function toFrame(row: MessageRow): DurableFrame {
+  const base = { messageId: String(row.id), sentAt: row.createdAt.toISOString() };
+  if (row.kind === 'watch.triggered') {
+    return { type: 'watch.triggered', ...base, ...(JSON.parse(row.body) as object) };
+  }
+  return {
+    type: 'message',
+    ...base,
+    id: row.clientId,
+    from: row.from,
+    fromSession: row.fromSession,
+    to: row.target,
+    body: row.body,
+    ...(row.scheduleId === null ? {} : { scheduleId: row.scheduleId, occurrence: row.occurrence }),
+  };
+}
+
+/** The message a sender's `id` was first accepted as (a retry gets it back, marked duplicate). */
+export async function originalMessage(
+  db: Pool | PoolClient,
+  sender: Sender,
+  id: string,
+): Promise<AcceptedMessage> {
+  // The recipients as they were at the first accept: delivery rows may be gone since (acked, retained).
+  const result = await db.query<MessageRow & { recipients: number[] }>(
+    `SELECT ${MESSAGE_COLUMNS}, m.recipients
+       FROM messages m JOIN members s ON s.id = m.sender_id
+      WHERE m.mesh_id = $1 AND m.sender_id = $2 AND m.client_id = $3`,
+    [sender.meshId, sender.memberId, id],
+  );
+  const row = result.rows[0];
+  if (!row) throw new Error(`message ${id} of member ${sender.memberId} vanished after a conflict`);
+  return {
+    frame: toFrame(row),
+    recipients: row.recipients.map(Number),
+    seqs: [],
+    duplicate: true,
+    dropped: 0,
+  };
+}
