@@ -15,8 +15,6 @@ interface Polled {
  */
 export class WatchPoller {
   private readonly polled = new Map<string, Polled>();
-  /** What this node last saw of each watch it polled, so that a restart keeps the baseline and the rhythm. */
-  private readonly seen = new Map<string, { value: string | null; at: number }>();
 
   constructor(
     private readonly store: WatchStore,
@@ -39,32 +37,28 @@ export class WatchPoller {
 
   /**
    * Polls a watch from now on: at once if it was never polled (the baseline) or is due, else when its
-   * interval since the last poll (here or on any node) ends, so handing a watch over keeps its rhythm.
+   * interval since the last poll ends. The last poll is read from its row (whichever node made it), so a
+   * watch handed over keeps its baseline and its rhythm.
    */
   start(watch: Watch): void {
     if (this.polled.has(watch.watchId)) return;
-    const seen = this.seen.get(watch.watchId);
-    const recordedAt = watch.lastCheckedAt?.getTime() ?? 0;
-    const fresherHere = seen !== undefined && seen.at >= recordedAt;
-    const entry: Polled = {
-      watch,
-      timer: undefined,
-      lastValue: fresherHere ? seen.value : watch.lastValue,
-    };
+    const entry: Polled = { watch, timer: undefined, lastValue: watch.lastValue };
     this.polled.set(watch.watchId, entry);
-    const lastAt = fresherHere ? seen.at : recordedAt;
-    const wait = lastAt === 0 ? 0 : Math.max(0, lastAt + watch.intervalSec * 1000 - Date.now());
-    if (wait === 0) {
-      void this.poll(entry);
-      return;
-    }
-    entry.timer = setTimeout(() => void this.poll(entry), wait);
-    entry.timer.unref();
-  }
-
-  /** The watch is gone: nothing of it is kept. */
-  forget(watchId: string): void {
-    this.seen.delete(watchId);
+    void this.store
+      .lastPoll(watch.watchId)
+      .catch(() => undefined)
+      .then((last) => {
+        if (this.polled.get(watch.watchId) !== entry) return; // stopped meanwhile
+        if (last) entry.lastValue = last.lastValue;
+        const lastAt = (last?.lastCheckedAt ?? watch.lastCheckedAt)?.getTime() ?? 0;
+        const wait = lastAt === 0 ? 0 : Math.max(0, lastAt + watch.intervalSec * 1000 - Date.now());
+        if (wait === 0) {
+          void this.poll(entry);
+          return;
+        }
+        entry.timer = setTimeout(() => void this.poll(entry), wait);
+        entry.timer.unref();
+      });
   }
 
   stop(watchId: string): void {
@@ -94,7 +88,6 @@ export class WatchPoller {
         await this.notify(watch, entry.lastValue, value);
       }
       if (value !== null) entry.lastValue = value;
-      this.seen.set(watch.watchId, { value: entry.lastValue, at: Date.now() });
       await this.store.recordPoll(watch.watchId, value, error);
     } catch (failure) {
       this.log.warn({ err: failure, watchId: watch.watchId }, 'watch poll bookkeeping failed');

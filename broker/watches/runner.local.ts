@@ -40,7 +40,6 @@ export class LocalWatchRunner implements WatchRunner {
 
   deleted(watchId: string): void {
     this.poller.stop(watchId);
-    this.poller.forget(watchId);
     this.waiting = this.waiting.filter((watch) => watch.watchId !== watchId);
   }
 

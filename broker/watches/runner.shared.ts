@@ -72,7 +72,6 @@ export class SharedWatchRunner implements WatchRunner {
 
   deleted(watchId: string): void {
     this.options.poller.stop(watchId);
-    this.options.poller.forget(watchId);
   }
 
   async sessionEnded(): Promise<void> {} // watches outlive sessions here

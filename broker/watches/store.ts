@@ -126,6 +126,17 @@ export class WatchStore {
     return result.rows;
   }
 
+  /** The watch's last recorded poll (value and time), whichever node made it. */
+  async lastPoll(
+    watchId: string,
+  ): Promise<{ lastValue: string | null; lastCheckedAt: Date | null } | undefined> {
+    const result = await this.pool.query<{ lastValue: string | null; lastCheckedAt: Date | null }>(
+      'SELECT last_value AS "lastValue", last_checked_at AS "lastCheckedAt" FROM watches WHERE id = $1',
+      [watchId],
+    );
+    return result.rows[0];
+  }
+
   async recordPoll(watchId: string, value: string | null, error: string | null): Promise<void> {
     await this.pool.query(
       `UPDATE watches SET last_value = coalesce($2, last_value), last_error = $3, last_checked_at = now() WHERE id = $1`,

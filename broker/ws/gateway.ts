@@ -39,7 +39,7 @@ export interface GatewayOptions {
   log: Logger;
   /** The session's ordered feed (delivery/feed.ts), made when its hello is accepted. */
   openFeed: (connection: Connection, memberId: number) => SessionFeed;
-  /** Runs after `welcome`, before the session's feed starts (its first read is the backlog replay). */
+  /** Runs before `welcome` (the session's channels and hooks); the feed starts after the welcome. */
   onSessionStart: (connection: Connection) => Promise<void>;
   /** Runs when a session's current socket closed (not when replaced, not while draining). */
   onSocketClosed: (identity: SessionIdentity) => Promise<void>;
@@ -267,6 +267,16 @@ export class Gateway {
     metrics.connections.inc({ mesh: identity.meshId });
     const { reattached } = await presence.attach(identity);
     metrics.hellosAccepted.inc({ resumed: String(reattached) });
+    // The session's work starts before its welcome: a resumed session has its mesh channel and its stream
+    // subscriptions back before its peer can know it is welcome (a publish in between was lost).
+    connection.welcomed = true;
+    try {
+      await this.options.onSessionStart(connection);
+    } catch (error) {
+      connection.log.error({ err: error, connection: connection.id }, 'starting the session failed');
+      connection.close(CloseCode.internal, 'internal error, retry');
+      return;
+    }
     connection.send({
       type: 'welcome',
       v: 1,
@@ -277,15 +287,8 @@ export class Gateway {
       heartbeatMs,
       ...(hello.rid === undefined ? {} : { rid: hello.rid }),
     } satisfies Welcome);
-    connection.welcomed = true;
-    try {
-      await this.options.onSessionStart(connection);
-      await connection.feed.start();
-    } catch (error) {
-      // Without its feed the socket would never get what it is owed: end it, the peer resumes.
-      connection.log.error({ err: error, connection: connection.id }, 'starting the session failed');
-      connection.close(CloseCode.internal, 'internal error, retry');
-    }
+    // The feed's first read (the backlog) comes after the welcome: no durable frame before it.
+    await connection.feed.start();
   }
 
   private async onClose(connection: Connection): Promise<void> {

@@ -1,0 +1,234 @@
+/**
+ * Contract of `Streams` (broker/streams/streams.ts), against LocalStreams (one node, `ha.streams` off) and
+ * SharedStreams (two nodes, on): `publish` delivers `stream.data` at most once to every subscribed session
+ * of the mesh except the publisher, nothing stored; `list` counts the mesh's subscribers; subscriptions
+ * belong to the session (they survive a reconnect within the grace period, on any node, and end when the
+ * session ends); and all of it while the flag is flipped there and back twice under a stream of publishes.
+ */
+import { describe, expect, it } from 'vitest';
+import type { MeshClient } from '../../client/client.js';
+import type { StreamData } from '../../protocol/frames.js';
+import { waitFor } from '../helpers/wait.js';
+import { collect, flipSequence, useWorld, WORLDS } from './harness.js';
+
+const GRACE_MS = 600;
+
+type Listed = { streams: Array<{ name: string; subscribers: number }> };
+
+/** The data of a stream a client receives. */
+function dataOf(client: MeshClient, stream: string): unknown[] {
+  const seen: unknown[] = [];
+  client.on('frame', (f) => {
+    if (f.type === 'stream.data' && (f as unknown as StreamData).stream === stream) seen.push(f.data);
+  });
+  return seen;
+}
+
+describe.each(WORLDS)('Streams contract, %s', (kind) => {
+  const world = useWorld(kind, { flag: 'ha.streams', env: { PRESENCE_GRACE_MS: String(GRACE_MS) } });
+
+  const subscribe = (client: MeshClient, stream: string) =>
+    client.request({ type: 'stream.subscribe', stream });
+  const publish = (client: MeshClient, stream: string, data: unknown) =>
+    client.request({ type: 'stream.publish', stream, data });
+  const list = async (client: MeshClient) =>
+    (await client.request<{ type: string } & Listed>({ type: 'stream.list' })).streams;
+
+  /**
+   * Everything published before now has reached `client` once this marker, published afterwards by
+   * `from` on a stream `client` is subscribed to, arrives (a node hands one mesh's frames in order).
+   */
+  async function settled(client: MeshClient, from: MeshClient, stream: string) {
+    const marker = `marker-${Math.random()}`;
+    const arrived = client.next('frame', (f) => f.type === 'stream.data' && f.data === marker);
+    await publish(from, stream, marker);
+    await arrived;
+  }
+
+  it('a publish reaches every subscribed session of the mesh at most once, on any node, never the publisher; other streams and meshes get nothing', async () => {
+    const mesh = await world.mesh(4);
+    const publisher = await world.peer(world.a, mesh, mesh.members[0]!);
+    const near = await world.peer(world.a, mesh, mesh.members[1]!);
+    const far = await world.peer(world.b, mesh, mesh.members[2]!);
+    const bystander = await world.peer(world.b, mesh, mesh.members[3]!);
+    const otherMesh = await world.mesh(1);
+    const stranger = await world.peer(world.b, otherMesh, otherMesh.members[0]!);
+    for (const client of [publisher, near, far]) await subscribe(client, 'prices');
+    await subscribe(bystander, 'other');
+    await subscribe(stranger, 'prices');
+    const [atPublisher, atNear, atFar] = [
+      dataOf(publisher, 'prices'),
+      dataOf(near, 'prices'),
+      dataOf(far, 'prices'),
+    ];
+    const atBystander = collect(bystander, 'stream.data');
+    const atStranger = collect(stranger, 'stream.data');
+    for (const value of [1, { b: 2 }, 'three']) await publish(publisher, 'prices', value);
+    await waitFor(() => atNear.length >= 3 && atFar.length >= 3, {
+      what: 'three publishes at each subscriber',
+    });
+    expect(atNear).toEqual([1, { b: 2 }, 'three']);
+    expect(atFar).toEqual([1, { b: 2 }, 'three']);
+    const frame = await (async () => {
+      const next = far.next('frame', (f) => f.type === 'stream.data');
+      await publish(publisher, 'prices', 4);
+      return next;
+    })();
+    expect(frame).toEqual({
+      type: 'stream.data',
+      stream: 'prices',
+      data: 4,
+      from: mesh.members[0]!.pubkey,
+      fromSession: publisher.sessionId,
+    });
+    // Markers through every receiver: nothing else was on its way.
+    await settled(publisher, near, 'prices');
+    await settled(bystander, near, 'other');
+    const strangerPeer = await world.peer(world.a, otherMesh, otherMesh.members[0]!);
+    await settled(stranger, strangerPeer, 'prices');
+    expect(atPublisher).toHaveLength(1); // only the marker from `near`
+    expect(atBystander.map((f) => (f as { stream: string }).stream)).toEqual(['other']);
+    expect(atStranger).toHaveLength(1);
+    expect(atNear).toEqual([1, { b: 2 }, 'three', 4]);
+  });
+
+  it('list counts the subscribers of the mesh on every node; unsubscribe takes one off', async () => {
+    const mesh = await world.mesh(3);
+    const a = await world.peer(world.a, mesh, mesh.members[0]!);
+    const b = await world.peer(world.b, mesh, mesh.members[1]!);
+    const c = await world.peer(world.b, mesh, mesh.members[2]!);
+    for (const client of [a, b, c]) await subscribe(client, 'prices');
+    await subscribe(b, 'alerts');
+    const expected = [
+      { name: 'alerts', subscribers: 1 },
+      { name: 'prices', subscribers: 3 },
+    ];
+    expect(await list(a)).toEqual(expected);
+    expect(await list(c)).toEqual(expected);
+    await c.request({ type: 'stream.unsubscribe', stream: 'prices' });
+    expect(await list(a)).toEqual([
+      { name: 'alerts', subscribers: 1 },
+      { name: 'prices', subscribers: 2 },
+    ]);
+    // Unsubscribed: it gets nothing more.
+    const atC = dataOf(c, 'prices');
+    await subscribe(c, 'marker');
+    await publish(a, 'prices', 'after');
+    await settled(c, a, 'marker');
+    expect(atC).toEqual([]);
+  });
+
+  it('subscriptions belong to the session: they survive a reconnect within the grace period (on any node) and end with the session', async () => {
+    const mesh = await world.mesh(2);
+    const publisher = await world.peer(world.a, mesh, mesh.members[0]!);
+    const first = await world.peer(world.a, mesh, mesh.members[1]!, { reconnect: false });
+    await subscribe(first, 'prices');
+    first.close();
+    const back = await world.peer(world.b, mesh, mesh.members[1]!, { sessionId: first.sessionId });
+    expect((await back.connect()).resumed).toBe(true);
+    // The welcome comes before the node has loaded the session's subscriptions (and joined the mesh's
+    // bus channel); the session's first reply comes after. A publish in between can be missed: a race
+    // reported with this suite, kept out of this test so that it checks what it says, deterministically.
+    await back.request({ type: 'ping' });
+    const atBack = dataOf(back, 'prices');
+    await publish(publisher, 'prices', 'still subscribed');
+    await waitFor(() => atBack.length === 1);
+    expect(atBack).toEqual(['still subscribed']);
+    expect(await list(publisher)).toEqual([{ name: 'prices', subscribers: 1 }]);
+    // The session ends (its grace period runs out): the subscription ends with it.
+    const left = publisher.next('peer.left', (e) => e.sessionId === back.sessionId, GRACE_MS + 5000);
+    back.close();
+    await left;
+    await waitFor(async () => (await list(publisher)).length === 0, { what: 'the subscription to end' });
+  });
+
+  it('flips ha.streams there and back twice under publishes: at most once everywhere, nothing to the publisher, counts right after every flip', async () => {
+    const mesh = await world.mesh(6);
+    const [pubKeys, nearKeys, farKeys, churnKeys, leaverKeys] = mesh.members;
+    const publisher = await world.peer(world.a, mesh, pubKeys!);
+    const near = await world.peer(world.a, mesh, nearKeys!);
+    const far = await world.peer(world.b, mesh, farKeys!);
+    for (const client of [publisher, near, far]) await subscribe(client, 'ticks');
+    const [atPublisher, atNear, atFar] = [
+      dataOf(publisher, 'ticks'),
+      dataOf(near, 'ticks'),
+      dataOf(far, 'ticks'),
+    ];
+    let published = 0;
+    let publishing = true;
+    const traffic = (async () => {
+      // One publish in flight at a time, each seen by the near subscriber (same node as the publisher),
+      // a couple of milliseconds apart so that two cores shared with other suites are not saturated.
+      while (publishing && published < 100_000) {
+        const value = published;
+        const arrived = near.next('frame', (f) => f.type === 'stream.data' && f.data === value, 5000);
+        await publish(publisher, 'ticks', value);
+        await arrived;
+        published++;
+        await new Promise((resolve) => setTimeout(resolve, 2));
+      }
+    })().catch((error) => {
+      trafficError = error;
+    });
+    let trafficError: unknown;
+    const problems: string[] = [];
+    // Two more subscribers on A that come and go: subscribed while the flag is on, gone (one
+    // unsubscribes, the other's session ends) while it is off, so every flip finds the other side's view.
+    const churn = await world.peer(world.a, mesh, churnKeys!);
+    let leaver: MeshClient | undefined;
+    let churning = false;
+    /** Subscribers of `ticks` as stream.list should count them: over the cluster, or node A's own. */
+    const expected = () => (world.crossNode() ? 3 : 2) + (churning ? 2 : 0);
+    const counted = async () => (await list(publisher)).find((s) => s.name === 'ticks')?.subscribers;
+    const checkList = async (label: string) => {
+      const ticks = await counted();
+      if (ticks !== expected())
+        problems.push(`${label}: stream.list counts ${ticks}, ${expected()} subscribed`);
+    };
+    const churnStep = async (label: string) => {
+      if (world.flagValue() && !churning) {
+        await subscribe(churn, 'ticks');
+        leaver = await world.peer(world.a, mesh, leaverKeys!, { reconnect: false });
+        await subscribe(leaver, 'ticks');
+        churning = true;
+      } else if (!world.flagValue() && churning) {
+        await churn.request({ type: 'stream.unsubscribe', stream: 'ticks' });
+        const left = publisher.next('peer.left', (e) => e.sessionId === leaver!.sessionId, GRACE_MS + 5000);
+        leaver!.close();
+        await left;
+        churning = false;
+      }
+      // A session's end is cleaned up just after its peer.left: give the count a moment to follow.
+      await waitFor(async () => (await counted()) === expected(), { timeoutMs: 2000 }).catch(() =>
+        checkList(`${label}, after subscribers came or went`),
+      );
+    };
+    await churnStep('before the flips');
+    for (const [i, target] of flipSequence(world).entries()) {
+      await world.flip(target);
+      await checkList(`after flip ${i}`);
+      await churnStep(`after flip ${i}`);
+      // Publishes keep flowing after the flip (to B's subscriber where the contract reaches).
+      const mark = published + 3;
+      await waitFor(() => atNear.includes(mark), {
+        what: `flip ${i}: publishes at the near subscriber (${published} published, ${atNear.length} received, last ${JSON.stringify(atNear.at(-1))}, ${String(trafficError)})`,
+      });
+      if (world.crossNode())
+        await waitFor(() => atFar.includes(mark), { what: `flip ${i}: publishes at the far subscriber` });
+    }
+    await checkList('at the end');
+    publishing = false;
+    await traffic;
+    await settled(far, near, 'ticks');
+    await settled(near, far, 'ticks');
+    expect(problems).toEqual([]);
+    const numbers = (seen: unknown[]) => seen.filter((d): d is number => typeof d === 'number');
+    for (const seen of [atNear, atFar]) {
+      const got = numbers(seen);
+      expect(new Set(got).size).toBe(got.length); // at most once
+      expect([...got].sort((x, y) => x - y)).toEqual(got); // one publisher's order
+    }
+    expect(numbers(atNear)).toHaveLength(published); // same node as the publisher: every one
+    expect(numbers(atPublisher)).toEqual([]);
+  }, 60_000);
+});
