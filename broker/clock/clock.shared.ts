@@ -50,6 +50,7 @@ export interface SharedClocksOptions {
 export class SharedClocks implements MeshClocks {
   private readonly led = new Map<string, Led>();
   private readonly wanted = new Set<string>();
+  private readonly electing = new Map<string, Promise<void>>();
   private readonly leadership: ClockLeadership;
   private retry: NodeJS.Timeout | undefined;
 
@@ -159,8 +160,20 @@ export class SharedClocks implements MeshClocks {
     for (const meshId of this.wanted) await this.compete(meshId);
   }
 
-  /** Leads the mesh's clock if it has one, runs, and no other node holds it. */
-  private async compete(meshId: string): Promise<void> {
+  /**
+   * Leads the mesh's clock if it has one, runs, and no other node holds it. One election at a time per
+   * mesh: the retry timer and a session's start may ask together, and two elections would both bump the
+   * epoch and both start ticking.
+   */
+  private compete(meshId: string): Promise<void> {
+    const running = this.electing.get(meshId);
+    if (running) return running;
+    const election = this.elect(meshId).finally(() => this.electing.delete(meshId));
+    this.electing.set(meshId, election);
+    return election;
+  }
+
+  private async elect(meshId: string): Promise<void> {
     if (this.led.has(meshId) || !this.wanted.has(meshId)) return;
     try {
       const row = await this.row(meshId);
