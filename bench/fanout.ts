@@ -5,6 +5,9 @@
  * gets its own redis-server. Closed loop: each publisher keeps WINDOW messages that have not yet reached
  * every subscriber, so a faster system shows as more deliveries per second and lower latency at once.
  * Runs of the three systems are interleaved, so the machine's noise spreads over all of them.
+ * CPU: the utime + stime (/proc/<pid>/stat) of the system's two server processes over the measured window,
+ * per delivery (and its redis-server's, apart): what a delivery costs the server, whatever the machine's
+ * load did to the rate.
  */
 import { performance } from 'node:perf_hooks';
 import { io, type Socket } from 'socket.io-client';
@@ -12,6 +15,7 @@ import WebSocket from 'ws';
 import { MeshClient } from '../client/client.js';
 import type { Frame } from '../protocol/frames.js';
 import { startOurCluster } from './lib/cluster.js';
+import { cpuMeter } from './lib/cpu.js';
 import { freePort, startChild, startRedis, waitUntil } from './lib/processes.js';
 import { median, percentiles, round } from './lib/stats.js';
 
@@ -31,6 +35,9 @@ interface System {
   name: 'ours' | 'socket.io' | 'raw-relay';
   urls: [string, string];
   clients: Clients;
+  /** The two server processes (brokers, Socket.IO servers, relays). */
+  serverPids: number[];
+  redisPid: number;
 }
 
 const BASELINES = new URL('./baselines/', import.meta.url).pathname;
@@ -51,6 +58,8 @@ async function startOurs(): Promise<System> {
   return {
     name: 'ours',
     urls: [nodes[0]!.wsUrl, nodes[1]!.wsUrl],
+    serverPids: nodes.map((n) => n.pid),
+    redisPid: cluster.redisPid,
     clients: {
       async subscribe(url, onData) {
         const c = await client(url);
@@ -75,8 +84,10 @@ async function startBaseline(name: 'socket.io' | 'raw-relay'): Promise<System> {
   const redis = await startRedis();
   const script = `${BASELINES}${name === 'socket.io' ? 'socketio-server.js' : 'raw-relay.js'}`;
   const ports = [await freePort(), await freePort()];
+  const serverPids: number[] = [];
   for (const port of ports) {
     const child = startChild(process.execPath, [script], { PORT: String(port), REDIS_URL: redis.url });
+    serverPids.push(child.pid);
     await waitUntil(`${name} on ${port}`, () => {
       if (child.process.exitCode !== null) throw new Error(`${name} exited:\n${child.output()}`);
       return child.output().includes('listening');
@@ -94,6 +105,8 @@ async function startBaseline(name: 'socket.io' | 'raw-relay'): Promise<System> {
     return {
       name,
       urls: [`http://127.0.0.1:${ports[0]}`, `http://127.0.0.1:${ports[1]}`],
+      serverPids,
+      redisPid: redis.child.pid,
       clients: {
         async subscribe(url, onData) {
           const socket = await open(url);
@@ -119,6 +132,8 @@ async function startBaseline(name: 'socket.io' | 'raw-relay'): Promise<System> {
   return {
     name,
     urls: [`ws://127.0.0.1:${ports[0]}`, `ws://127.0.0.1:${ports[1]}`],
+    serverPids,
+    redisPid: redis.child.pid,
     clients: {
       async subscribe(url, onData) {
         const socket = await open(url);
@@ -155,6 +170,12 @@ export interface FanoutRun {
   p99: number;
   /** Messages that never reached every subscriber (streams are at most once; should be 0 on loopback). */
   incomplete: number;
+  /** CPU time of the two server processes in the measured window, per delivery (µs). */
+  serverCpuUsPerDelivery: number;
+  /** The same for the system's redis-server. */
+  redisCpuUsPerDelivery: number;
+  /** CPU seconds of the two server processes per second of the window (at most 2 on 2 cores). */
+  serverCores: number;
 }
 
 export interface FanoutResult {
@@ -163,6 +184,9 @@ export interface FanoutResult {
   medianDeliveriesPerSecond: number;
   medianP50: number;
   medianP99: number;
+  medianServerCpuUsPerDelivery: number;
+  medianRedisCpuUsPerDelivery: number;
+  medianServerCores: number;
   /** Every latency of the median run (ms), for the plot. */
   latencies: number[];
 }
@@ -192,9 +216,9 @@ async function measure(r: Rig, options: FanoutOptions): Promise<{ run: FanoutRun
   const latencies: number[] = [];
   let deliveries = 0;
   let stopped = false;
-  const started = performance.now();
-  const measureFrom = started + options.warmupMs;
-  const measureTo = measureFrom + options.durationMs;
+  // Set when the window opens and closes, at the moments the CPU meters are read.
+  let measureFrom = Number.POSITIVE_INFINITY;
+  let measureTo = Number.POSITIVE_INFINITY;
   const pump = (p: number) => {
     while (!stopped && inflight[p]! < options.window) {
       const q = seq[p]!++;
@@ -219,7 +243,14 @@ async function measure(r: Rig, options: FanoutOptions): Promise<{ run: FanoutRun
     }
   };
   for (let p = 0; p < r.publishers.length; p++) pump(p);
-  await new Promise((resolve) => setTimeout(resolve, options.warmupMs + options.durationMs));
+  await new Promise((resolve) => setTimeout(resolve, options.warmupMs));
+  const serverCpu = cpuMeter(r.system.serverPids);
+  const redisCpu = cpuMeter([r.system.redisPid]);
+  measureFrom = performance.now();
+  await new Promise((resolve) => setTimeout(resolve, options.durationMs));
+  measureTo = performance.now();
+  const serverSeconds = serverCpu();
+  const redisSeconds = redisCpu();
   stopped = true;
   // What is still on its way gets a bounded moment to land, so the next run starts clean.
   const drainEnd = performance.now() + 3000;
@@ -228,12 +259,17 @@ async function measure(r: Rig, options: FanoutOptions): Promise<{ run: FanoutRun
   const incomplete = remaining.size;
   r.onData = () => {};
   const pct = percentiles(latencies);
+  const seconds = (measureTo - measureFrom) / 1000;
+  const perDelivery = (cpuSeconds: number) => (deliveries ? round((cpuSeconds * 1e6) / deliveries, 2) : 0);
   return {
     run: {
-      deliveriesPerSecond: Math.round(deliveries / (options.durationMs / 1000)),
+      deliveriesPerSecond: Math.round(deliveries / seconds),
       p50: pct.p50,
       p99: pct.p99,
       incomplete,
+      serverCpuUsPerDelivery: perDelivery(serverSeconds),
+      redisCpuUsPerDelivery: perDelivery(redisSeconds),
+      serverCores: round(serverSeconds / seconds, 2),
     },
     latencies,
   };
@@ -264,6 +300,9 @@ export async function benchFanout(options: FanoutOptions): Promise<FanoutResult[
       medianDeliveriesPerSecond: Math.round(medianRate),
       medianP50: round(median(list.map((x) => x.run.p50))),
       medianP99: round(median(list.map((x) => x.run.p99))),
+      medianServerCpuUsPerDelivery: round(median(list.map((x) => x.run.serverCpuUsPerDelivery)), 2),
+      medianRedisCpuUsPerDelivery: round(median(list.map((x) => x.run.redisCpuUsPerDelivery)), 2),
+      medianServerCores: round(median(list.map((x) => x.run.serverCores)), 2),
       latencies: middle.latencies,
     };
   });

@@ -3,18 +3,23 @@
  * Full: each scenario measured 5 times (medians reported) and PNG plots of the latency distributions in
  * bench/plots/. `--quick` (what CI runs) keeps each scenario to one short run, only to prove the scenarios
  * still work. Every process a scenario starts is SIGKILLed at the end, on failure too.
- * Scenarios: fanout (a), dms (b), audit (c), failover (d), idle (e).
+ * Scenarios: fanout (a), dms (b), dms-open (b2), db-floor (b1), retention (b3), audit (c), failover (d),
+ * idle (e). `--retention-s N`: retention's run length in seconds (default 300 in a full run, 4 in --quick).
+ * db-floor prints the closed-loop `dms` figure of the same invocation as a ratio of each floor (when both
+ * ran); fanout prints each system's server CPU per delivery and ours as a ratio of it.
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { packageRoot } from '../broker/paths.js';
 import { benchAuditAppends } from './audit-appends.js';
-import { benchDms } from './dms.js';
+import { benchDbFloor } from './db-floor.js';
+import { benchDms, benchDmsOpen } from './dms.js';
 import { benchFailover } from './failover.js';
 import { benchFanout } from './fanout.js';
 import { benchIdle } from './idle.js';
 import { plotCdf } from './lib/plot.js';
 import { killAll } from './lib/processes.js';
+import { benchRetention } from './retention.js';
 
 const quick = process.argv.includes('--quick');
 const onlyIndex = process.argv.indexOf('--only');
@@ -23,6 +28,9 @@ const wanted = (name: string) => !only || only.has(name);
 const runsIndex = process.argv.indexOf('--runs');
 /** `--runs N` overrides the 5 runs of a full benchmark (e.g. one long idle-connections run). */
 const runs = runsIndex > 0 ? Math.max(1, Number(process.argv[runsIndex + 1]) || 1) : quick ? 1 : 5;
+const retentionIndex = process.argv.indexOf('--retention-s');
+const retentionSeconds =
+  retentionIndex > 0 ? Math.max(1, Number(process.argv[retentionIndex + 1]) || 1) : quick ? 4 : 300;
 const plots = join(packageRoot(), 'bench', 'plots');
 const emit = (scenario: string, result: object) =>
   console.log(JSON.stringify({ scenario, quick, ...result }));
@@ -65,6 +73,10 @@ await scenario('fanout', async () => {
       ...withoutLatencies(result),
       ratioOursToThis:
         Math.round((ours.medianDeliveriesPerSecond / result.medianDeliveriesPerSecond) * 100) / 100,
+      // µs of server CPU per delivery, ours ÷ this system's (goal against the raw relay: ≤ 1).
+      cpuRatioOursToThis: result.medianServerCpuUsPerDelivery
+        ? Math.round((ours.medianServerCpuUsPerDelivery / result.medianServerCpuUsPerDelivery) * 100) / 100
+        : null,
     });
   if (!quick)
     plotCdf(join(plots, 'fanout-latency.png'), [
@@ -74,6 +86,9 @@ await scenario('fanout', async () => {
     ]);
 });
 
+/** The closed-loop `dms` median of this invocation, for db-floor's ratios. */
+let dmsPerSecond: number | undefined;
+
 await scenario('dms', async () => {
   const result = await benchDms({
     runs,
@@ -82,8 +97,54 @@ await scenario('dms', async () => {
     pairs: 8,
     window: 16,
   });
+  dmsPerSecond = result.medianPerSecond;
   emit('dms', withoutLatencies(result));
   if (!quick) plotCdf(join(plots, 'dm-latency.png'), [{ colour: 'blue', values: result.latencies }]);
+});
+
+await scenario('dms-open', async () => {
+  const result = await benchDmsOpen({
+    runs,
+    rate: 1000,
+    warmupMs: quick ? 300 : 1000,
+    durationMs: quick ? 1000 : 5000,
+    pairs: 8,
+  });
+  emit('dms-open', withoutLatencies(result));
+  if (!quick) plotCdf(join(plots, 'dm-open-latency.png'), [{ colour: 'blue', values: result.latencies }]);
+});
+
+await scenario('db-floor', async () => {
+  const results = await benchDbFloor({
+    runs,
+    warmupMs: quick ? 200 : 500,
+    durationMs: quick ? 1000 : 3000,
+    writers: 4,
+    pairsPerWriter: 2,
+    batch: 64,
+  });
+  for (const result of results)
+    emit('db-floor', {
+      ...result,
+      dmsPerSecond: dmsPerSecond ?? null,
+      // Our closed-loop durable DMs ÷ what Postgres alone takes of the same rows.
+      ratioDmsToThis:
+        dmsPerSecond === undefined ? null : Math.round((dmsPerSecond / result.medianPerSecond) * 1000) / 1000,
+    });
+});
+
+await scenario('retention', async () => {
+  const result = await benchRetention({
+    runs,
+    durationMs: retentionSeconds * 1000,
+    rate: 1000,
+    pairs: 8,
+    messageRetentionMs: quick ? 1000 : 5000,
+    retentionIntervalMs: quick ? 500 : 1000,
+    sampleMs: quick ? 250 : Math.max(1000, (retentionSeconds * 1000) / 300),
+    vacuumEveryMs: quick ? 1000 : 10_000,
+  });
+  emit('retention', result);
 });
 
 await scenario('audit', async () => {

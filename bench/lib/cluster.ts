@@ -15,6 +15,10 @@ import {
 
 export interface OurCluster {
   nodes: Broker[];
+  /** The cluster's own fresh database (to look at its tables from a benchmark). */
+  databaseUrl: string;
+  /** The pid of the cluster's redis-server (its CPU time counts as the system's). */
+  redisPid: number;
   /** Starts one more node with the same settings (a replacement after a kill). */
   start(id: string): Promise<Broker>;
   /** `peers` fresh members over `meshes` meshes, made through a live node's admin API. */
@@ -46,6 +50,8 @@ export async function startOurCluster(
   for (let i = 1; i <= count; i++) await start(`${label}-${i}`);
   return {
     nodes,
+    databaseUrl,
+    redisPid: redis.child.pid,
     start,
     members: (peers, meshes = 1) => {
       const live = nodes.find((n) => n.process.exitCode === null && n.process.signalCode === null)!;
