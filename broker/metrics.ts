@@ -191,7 +191,7 @@ export class BrokerMetrics {
 
   readonly busPublishFailures = new Counter({
     name: 'mesh_broker_bus_publish_failures_total',
-    help: 'Bus messages this node could not publish (Redis unreachable); the sweeps cover what they carried',
+    help: 'Bus messages this node could not publish (Redis unreachable); what they carried is in Postgres and read by the feeds, reapers and polls',
     registers: [this.registry],
   });
 

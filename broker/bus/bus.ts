@@ -1,7 +1,7 @@
 /**
  * Redis pub/sub between the nodes of a cluster. A hint, never the truth (docs/design.md §2): a message can be lost
  * on any disconnect, so every shared module that must not lose anything writes Postgres first and has a
- * sweep or a replay that completes what the bus missed.
+ * read (a feed, a reaper, a poll) that completes what the bus missed.
  *
  * Two kinds of channel, each multiplexing message kinds:
  * - a mesh channel, which a node subscribes to while it holds sessions of the mesh (fan-out to the nodes
@@ -80,7 +80,7 @@ export class Bus {
     this.meshes.set(meshId, count + 1);
     if (count === 0) {
       this.options.subscriber.subscribe(this.meshChannel(meshId)).catch((error) => {
-        this.options.log.warn({ err: error, meshId }, 'bus: mesh subscribe failed (the sweep covers it)');
+        this.options.log.warn({ err: error, meshId }, 'bus: mesh subscribe failed (the periodic delivery check covers it)');
       });
     }
   }
