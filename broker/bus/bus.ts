@@ -80,7 +80,10 @@ export class Bus {
     this.meshes.set(meshId, count + 1);
     if (count === 0) {
       this.options.subscriber.subscribe(this.meshChannel(meshId)).catch((error) => {
-        this.options.log.warn({ err: error, meshId }, 'bus: mesh subscribe failed (the periodic delivery check covers it)');
+        this.options.log.warn(
+          { err: error, meshId },
+          'bus: mesh subscribe failed (the periodic delivery check covers it)',
+        );
       });
     }
   }
