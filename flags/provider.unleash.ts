@@ -76,12 +76,20 @@ export class UnleashFlagProvider implements FlagProvider {
     client.on(UnleashEvents.Changed, () => this.publish(undefined));
     client.on(UnleashEvents.Unchanged, () => this.publish(undefined));
     // Wait for the first answer from the server (data, "unchanged" or an error), not for the bootstrap.
+    let answered = false;
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(done, START_WAIT_MS);
+      const timer = setTimeout(() => {
+        // No answer at all (the client's fetch failed without an error event, seen with a refused port):
+        // the node runs on its fallback values and must say why.
+        if (!answered && !this.repository()?.connected)
+          this.snapshot = { ...this.snapshot, error: `Unleash did not answer within ${START_WAIT_MS} ms` };
+        done();
+      }, START_WAIT_MS);
       const onChanged = () => {
         if (this.repository()?.connected) done();
       };
       function done() {
+        answered = true;
         clearTimeout(timer);
         client.off(UnleashEvents.Changed, onChanged);
         client.off(UnleashEvents.Error, done);
