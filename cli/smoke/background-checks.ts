@@ -88,6 +88,16 @@ export const BACKGROUND_CHECKS: Check[] = [
     needsControl: false,
     async run(context) {
       if (context.target.nodes.length < 2) throw new NotApplicable('needs two nodes');
+      // The lease gates only local background work (docs/active-lease.md): with shared schedules every node
+      // fires, each occurrence claimed once in Postgres, and there is no standby to check.
+      const first = context.target.nodes[0]!;
+      const flags = (await (await fetch(`${first.url}/flags`)).json()) as {
+        flags?: Record<string, { acting?: boolean }>;
+      };
+      if (flags.flags?.['ha.schedules']?.acting)
+        throw new NotApplicable(
+          'no standby: with ha.schedules on every node fires, each occurrence claimed once',
+        );
       const holder = await context.activeLeaseHolder();
       if (!holder) throw new CheckFailed('no live active lease: every node runs background work');
       // Every node says whether it runs background work (schedule timers and polls, watch polls).
