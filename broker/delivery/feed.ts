@@ -64,11 +64,6 @@ export class SessionFeed {
     private readonly log: Logger,
   ) {}
 
-  /** The highest seq this feed has dealt with (written, or known acked or expired). */
-  get position(): number {
-    return this.cursor;
-  }
-
   /**
    * The session's first read: everything its member is owed, oldest first. Wake-ups before it are
    * coalesced into it. Resolves once the backlog (as of now) has been written.

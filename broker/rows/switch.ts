@@ -13,7 +13,6 @@
  * 4. if any of that fails, what was done is undone (the new one deactivated, the old one activated again)
  *    and the row stays as it was; the error reaches the caller.
  */
-import { EventEmitter } from 'node:events';
 import type { FlagKey } from '../../flags/registry.js';
 import type { Logger } from '../log.js';
 import type { Implementation, Lifecycle } from './lifecycle.js';
@@ -33,11 +32,6 @@ export interface SwitchOptions<T> {
   drainMs?: number;
 }
 
-/** What a switch says happened (the reconciler turns it into node events and metrics). */
-export interface SwitchEvents {
-  moved: [{ flag: FlagKey; using: Implementation; running: boolean }];
-}
-
 /** A switch as the reconciler moves it, whatever the row's interface. */
 export interface RowSwitch {
   readonly flag: FlagKey;
@@ -47,7 +41,7 @@ export interface RowSwitch {
   close(): Promise<void>;
 }
 
-export class Switch<T extends Lifecycle> extends EventEmitter<SwitchEvents> implements RowSwitch {
+export class Switch<T extends Lifecycle> implements RowSwitch {
   readonly flag: FlagKey;
   /** Forwards each call to the implementation in use when the call is made. */
   readonly view: T;
@@ -61,7 +55,6 @@ export class Switch<T extends Lifecycle> extends EventEmitter<SwitchEvents> impl
   private readonly wrappers = new Map<PropertyKey, unknown>();
 
   constructor(private readonly options: SwitchOptions<T>) {
-    super();
     this.flag = options.flag;
     this.view = new Proxy(options.local, { get: (_target, property) => this.forward(property) });
   }
@@ -92,7 +85,6 @@ export class Switch<T extends Lifecycle> extends EventEmitter<SwitchEvents> impl
       this.moving = undefined;
     });
     await this.moving;
-    this.emit('moved', { flag: this.flag, using: this.selected, running: this.activated });
   }
 
   /**
