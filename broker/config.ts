@@ -74,6 +74,22 @@ export interface BrokerConfig {
   schedulePollMs: number;
   /** Phase 1: how long the active lease lasts (a standby takes over within about this after a kill). */
   activeLeaseTtlMs: number;
+  /** MCP servers one member may host at once (its sessions together); one more is `limit_exceeded`. */
+  mcpMaxServersPerMember: number;
+  /** MCP servers one mesh may hold at once. */
+  mcpMaxServersPerMesh: number;
+  /** Tools over all of one member's MCP servers. */
+  mcpMaxToolsPerMember: number;
+  /** Tools over all of one mesh's MCP servers. */
+  mcpMaxToolsPerMesh: number;
+  /** Stream subscriptions one session may hold. */
+  streamMaxSubscriptionsPerSession: number;
+  /** Sockets from one source address that have not said hello yet; one more is closed at once (4429). */
+  helloPendingPerAddress: number;
+  /** Frames per second one socket may have handled; faster senders are paced (their socket is not read). */
+  frameRatePerSec: number;
+  /** Frames a socket may send at once above its rate before it is paced. */
+  frameBurst: number;
 }
 
 export class ConfigError extends Error {
@@ -202,5 +218,13 @@ export function loadConfig(env: Env = process.env): BrokerConfig {
     nodeDeadMs: int(env, 'NODE_DEAD_MS', 0, 0, 3_600_000) || 3 * heartbeatMs,
     schedulePollMs: int(env, 'SCHEDULE_POLL_MS', 500, 20, 60_000),
     activeLeaseTtlMs: int(env, 'ACTIVE_LEASE_TTL_MS', 2000, 200, 600_000),
+    mcpMaxServersPerMember: int(env, 'MCP_MAX_SERVERS_PER_MEMBER', 20, 1, 100_000),
+    mcpMaxServersPerMesh: int(env, 'MCP_MAX_SERVERS_PER_MESH', 200, 1, 1_000_000),
+    mcpMaxToolsPerMember: int(env, 'MCP_MAX_TOOLS_PER_MEMBER', 500, 1, 1_000_000),
+    mcpMaxToolsPerMesh: int(env, 'MCP_MAX_TOOLS_PER_MESH', 5000, 1, 10_000_000),
+    streamMaxSubscriptionsPerSession: int(env, 'STREAM_MAX_SUBSCRIPTIONS_PER_SESSION', 100, 1, 100_000),
+    helloPendingPerAddress: int(env, 'HELLO_PENDING_PER_ADDRESS', 256, 1, 1_000_000),
+    frameRatePerSec: int(env, 'FRAME_RATE_PER_SEC', 1000, 1, 10_000_000),
+    frameBurst: int(env, 'FRAME_BURST', 2000, 1, 10_000_000),
   };
 }
