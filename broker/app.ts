@@ -34,6 +34,7 @@ export interface BrokerNode {
   readonly url: string;
   readonly app: FastifyInstance;
   readonly log: Logger;
+  readonly metrics: BrokerMetrics;
   /** Typed events of the node (rows switched, background work allowed or not): see rows/reconciler.ts. */
   readonly events: RowReconciler;
   /** Drains and stops the node: 1001 to every peer, this node's presence cleared, clients closed. */
@@ -240,5 +241,5 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
     return stopping;
   };
 
-  return { nodeId: config.nodeId, url, app, log, events: reconciler, stop };
+  return { nodeId: config.nodeId, url, app, log, metrics, events: reconciler, stop };
 }

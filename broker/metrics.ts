@@ -29,6 +29,20 @@ export class BrokerMetrics {
     registers: [this.registry],
   });
 
+  readonly inboundPauses = new Counter({
+    name: 'mesh_broker_inbound_pauses_total',
+    help: 'Times a socket stopped being read because its queue of frames was full (a sender faster than the node, or paced by FRAME_RATE_PER_SEC)',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
+
+  readonly unexpectedErrors = new Counter({
+    name: 'mesh_broker_unexpected_errors_total',
+    help: 'Errors nothing handled (kind: unhandled_rejection, the node keeps serving; uncaught_exception, the node exits for its supervisor to restart it)',
+    labelNames: ['kind'],
+    registers: [this.registry],
+  });
+
   readonly frameErrors = new Counter({
     name: 'mesh_broker_frame_errors_total',
     help: 'Error frames sent in reply to bad or refused requests, by code',

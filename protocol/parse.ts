@@ -57,8 +57,18 @@ function valueAt(input: unknown, path: PropertyKey[]): unknown {
   return value;
 }
 
+/**
+ * How deep a frame's JSON may nest. No frame of the protocol needs more than a few levels; a body is the
+ * sender's own JSON, and 64 levels is far more than any sane document. Deeper input would make every
+ * recursive step after it (the storable-text check, zod, Postgres's jsonb) exhaust its stack.
+ */
+export const MAX_JSON_DEPTH = 64;
+
 /** Parses a text frame into a JSON object, or throws `bad_request`. */
 export function parseJsonObject(text: string): Record<string, unknown> {
+  if (nestingDepthExceeds(text, MAX_JSON_DEPTH)) {
+    throw new ProtocolError('bad_request', `JSON nested deeper than ${MAX_JSON_DEPTH} levels`);
+  }
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -74,6 +84,27 @@ export function parseJsonObject(text: string): Record<string, unknown> {
     throw new ProtocolError('bad_request', 'strings must be well-formed Unicode without NUL characters');
   }
   return value as Record<string, unknown>;
+}
+
+/**
+ * Whether `text`'s brackets nest deeper than `max`, counted outside strings in one pass without parsing:
+ * cheap enough for every frame, and it runs before anything recursive does.
+ */
+export function nestingDepthExceeds(text: string, max: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c)
+        i++; // a backslash: the next character is escaped
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > max) return true;
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return false;
 }
 
 const LONE_SURROGATE_OR_NUL = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]|\0/;

@@ -30,6 +30,8 @@ export class Connection implements FeedSocket {
 
   constructor(
     readonly socket: WebSocket,
+    /** The source address the socket came from (the load balancer's, behind one). */
+    readonly remote: string,
     readonly log: Logger,
   ) {}
 
@@ -44,7 +46,8 @@ export class Connection implements FeedSocket {
   /** A frame already serialized: one frame fanned out to many sockets is serialized once. */
   sendText(text: string): void {
     if (!this.isOpen) return;
-    if (this.socket.bufferedAmount > MAX_BUFFERED_BYTES) {
+    // Counted with the frame about to be written: one large frame must not take the buffer past its bound.
+    if (this.socket.bufferedAmount + text.length > MAX_BUFFERED_BYTES) {
       this.log.warn({ connection: this.id }, 'peer too slow to read its frames; closing');
       this.close(1008, 'too slow');
       return;

@@ -10,15 +10,30 @@ export class ConnectionRegistry {
   private readonly byMeshId = new Map<string, Set<Connection>>();
   /** Sockets still waiting for their hello; counted so drain can close them too. */
   private readonly pending = new Set<Connection>();
+  /** Of those, how many per source address (the per-address bound on unauthenticated sockets). */
+  private readonly pendingByAddress = new Map<string, number>();
 
   addPending(connection: Connection): void {
     this.pending.add(connection);
+    this.pendingByAddress.set(connection.remote, this.pendingFrom(connection.remote) + 1);
+  }
+
+  /** Sockets of `address` still waiting for their hello. */
+  pendingFrom(address: string): number {
+    return this.pendingByAddress.get(address) ?? 0;
+  }
+
+  private removePending(connection: Connection): void {
+    if (!this.pending.delete(connection)) return;
+    const left = this.pendingFrom(connection.remote) - 1;
+    if (left > 0) this.pendingByAddress.set(connection.remote, left);
+    else this.pendingByAddress.delete(connection.remote);
   }
 
   /** Registers a connection whose hello was accepted; it must not replace a live one (see `session`). */
   add(connection: Connection): void {
     const identity = connection.identity!;
-    this.pending.delete(connection);
+    this.removePending(connection);
     this.bySessionId.set(identity.sessionId, connection);
     setOf(this.byMemberId, identity.memberId).add(connection);
     setOf(this.byMeshId, identity.meshId).add(connection);
@@ -29,7 +44,7 @@ export class ConnectionRegistry {
    * session really went away), false when a newer connection had already replaced it.
    */
   remove(connection: Connection): boolean {
-    this.pending.delete(connection);
+    this.removePending(connection);
     const identity = connection.identity;
     if (!identity) return false;
     deleteFrom(this.byMemberId, identity.memberId, connection);

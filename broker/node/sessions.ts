@@ -103,6 +103,8 @@ export function createSessions(options: SessionsOptions): Sessions {
     router,
     metrics,
     log,
+    pendingPerAddress: config.helloPendingPerAddress,
+    frameRate: { perSec: config.frameRatePerSec, burst: config.frameBurst },
     openFeed: (connection, memberId) =>
       new SessionFeed(
         memberId,

@@ -5,7 +5,7 @@
  */
 import type { FastifyRequest } from 'fastify';
 import type { RawData, WebSocket } from 'ws';
-import { CloseCode, ProtocolError } from '../../protocol/errors.js';
+import { CloseCode, type ErrorCode, ProtocolError } from '../../protocol/errors.js';
 import type { ErrorFrame, ReplyFrame, Welcome } from '../../protocol/frames.js';
 import { parseJsonObject, parseWith, ridOf } from '../../protocol/parse.js';
 import { helloFrame } from '../../protocol/requests.js';
@@ -20,12 +20,22 @@ import type { ConnectionCap } from '../limits/connection-cap.js';
 import type { Logger } from '../log.js';
 import type { BrokerMetrics } from '../metrics.js';
 import type { Presence } from '../presence/presence.js';
+import { InboundFrames } from './inbound.js';
 import type { Router } from './router.js';
 
 /** A socket that has not said hello by then is closed. */
 const HELLO_TIMEOUT_MS = 10_000;
 /** A socket that sends this many bad frames within a minute is abusing the protocol and is closed (4400). */
 const ERROR_BUDGET_PER_MINUTE = 100;
+/** Frames of one socket queued before it stops being read (broker/ws/inbound.ts). */
+const MAX_QUEUED_FRAMES = 64;
+/**
+ * The largest reply a request may get. A reply is bounded where it is built (lists are paged); this is the
+ * backstop: a reply past it is refused with `too_large` instead of being buffered for the peer.
+ */
+export const MAX_REPLY_BYTES = 1024 * 1024;
+/** Error codes that mean the frame itself was wrong (logged at info), as opposed to a refusal. */
+const BAD_INPUT = new Set<ErrorCode>(['bad_request', 'unknown_type', 'no_hello']);
 
 export interface GatewayOptions {
   nodeId: string;
@@ -37,6 +47,10 @@ export interface GatewayOptions {
   router: Router;
   metrics: BrokerMetrics;
   log: Logger;
+  /** Sockets of one source address without a hello yet; one more is closed with 4429. */
+  pendingPerAddress: number;
+  /** Frames per second one socket may have handled, and its burst (a faster sender is paced). */
+  frameRate: { perSec: number; burst: number };
   /** The session's ordered feed (delivery/feed.ts), made when its hello is accepted. */
   openFeed: (connection: Connection, memberId: number) => SessionFeed;
   /** Runs before `welcome` (the session's channels and hooks); the feed starts after the welcome. */
@@ -50,8 +64,8 @@ export interface GatewayOptions {
 export class Gateway {
   private draining = false;
   private readonly liveness: NodeJS.Timeout;
-  /** Each socket's frame queue, while it has one: what a drain waits for. */
-  private readonly queues = new Map<Connection, Promise<void>>();
+  /** Each socket's inbound frames, while it has any: what a drain waits for. */
+  private readonly queues = new Map<Connection, InboundFrames>();
   /** Each socket's replies still to send, in request order (pipelined requests answer later). */
   private readonly replies = new Map<Connection, Promise<void>>();
 
@@ -68,14 +82,20 @@ export class Gateway {
       socket.close(CloseCode.draining, 'node draining');
       return;
     }
-    const connection = new Connection(socket, log.child({ remote: request.ip }));
+    const connection = new Connection(socket, request.ip, log.child({ remote: request.ip }));
+    // An unauthenticated socket costs a slot of its address until it says hello: one address cannot hold
+    // the node's sockets with connections that never authenticate.
+    if (connections.pendingFrom(request.ip) >= this.options.pendingPerAddress) {
+      this.options.metrics.helloRejections.inc({ reason: 'too many pending hellos' });
+      socket.close(CloseCode.tooManyPendingHellos, 'too many sockets without a hello from this address');
+      return;
+    }
     connections.addPending(connection);
     const helloTimer = setTimeout(() => {
       if (!connection.identity) connection.close(CloseCode.helloRejected, 'no hello in time');
     }, HELLO_TIMEOUT_MS);
     helloTimer.unref();
 
-    let queue = Promise.resolve();
     let errors = 0;
     let errorWindowStart = Date.now();
     const countError = () => {
@@ -87,20 +107,27 @@ export class Gateway {
         connection.close(CloseCode.protocolAbuse, 'too many bad frames');
     };
 
-    socket.on('message', (data: RawData, isBinary: boolean) => {
-      // One frame at a time per socket: keeps per-sender order and bounds a socket's concurrency to one.
-      queue = queue.then(() => this.onFrame(connection, data, isBinary, countError));
-      this.queues.set(connection, queue);
-    });
+    // One frame at a time per socket: keeps per-sender order and bounds a socket's concurrency to one.
+    const inbound = new InboundFrames(
+      socket,
+      (data, isBinary) => this.onFrame(connection, data, isBinary, countError),
+      {
+        maxQueued: MAX_QUEUED_FRAMES,
+        ratePerSec: this.options.frameRate.perSec,
+        burst: this.options.frameRate.burst,
+      },
+      (reason) => this.options.metrics.inboundPauses.inc({ reason }),
+    );
+    this.queues.set(connection, inbound);
+    socket.on('message', (data: RawData, isBinary: boolean) => inbound.push(data, isBinary));
     socket.on('close', () => {
       clearTimeout(helloTimer);
-      queue = queue
-        .then(() => this.onClose(connection))
+      inbound
+        .close(() => this.onClose(connection))
         .finally(() => {
           this.queues.delete(connection);
           this.replies.delete(connection);
         });
-      this.queues.set(connection, queue);
     });
     socket.on('pong', () => {
       connection.alive = true;
@@ -121,9 +148,10 @@ export class Gateway {
     const timeout = new Promise<'timeout'>((resolve) => {
       timer = setTimeout(() => resolve('timeout'), timeoutMs);
     });
-    const settled = Promise.allSettled([...this.queues.values(), ...this.replies.values()]).then(
-      () => 'done' as const,
-    );
+    const settled = Promise.allSettled([
+      ...[...this.queues.values()].map((inbound) => inbound.settled),
+      ...this.replies.values(),
+    ]).then(() => 'done' as const);
     const outcome = await Promise.race([settled, timeout]);
     clearTimeout(timer);
     if (outcome === 'timeout')
@@ -202,9 +230,10 @@ export class Gateway {
     outcome.catch(() => {});
     const next = (this.replies.get(connection) ?? Promise.resolve())
       .then(() => outcome)
+      .then((reply) => (reply ? serializeReply(reply, rid) : undefined))
       .then(
-        (reply) => {
-          if (reply) connection.send(rid === undefined ? reply : { ...reply, rid });
+        (text) => {
+          if (text !== undefined) connection.sendText(text);
         },
         (error: unknown) => this.sendError(connection, rid, error, countError),
       );
@@ -225,6 +254,12 @@ export class Gateway {
       );
     } else if (!(error instanceof ProtocolError)) {
       connection.log.error({ err: error, connection: connection.id }, 'request failed');
+    } else if (BAD_INPUT.has(error.code)) {
+      // The peer's mistake, not the node's: one line at info, no stack.
+      connection.log.info(
+        { connection: connection.id, code: error.code, reason: error.message },
+        'bad frame',
+      );
     }
     const code = error instanceof ProtocolError ? error.code : unreachable ? 'unavailable' : 'internal';
     const message =
@@ -312,4 +347,12 @@ export class Gateway {
       .onSocketClosed(identity)
       .catch((error) => log.error({ err: error }, 'socket close hook failed'));
   }
+}
+
+/** A reply as sent, with its `rid`; one past MAX_REPLY_BYTES is refused rather than buffered for the peer. */
+function serializeReply(reply: ReplyFrame, rid: string | undefined): string {
+  const text = JSON.stringify(rid === undefined ? reply : { ...reply, rid });
+  if (text.length > MAX_REPLY_BYTES)
+    throw new ProtocolError('too_large', `the reply would exceed ${MAX_REPLY_BYTES} bytes; ask for less`);
+  return text;
 }

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { pino } from 'pino';
 import { type BrokerNode, startBroker } from '../../broker/app.js';
 import { loadConfig } from '../../broker/config.js';
+import type { Logger } from '../../broker/log.js';
 
 export const ADMIN_TOKEN = 'test-admin-token-0123456789';
 
@@ -18,6 +19,7 @@ export interface TestNode extends BrokerNode {
 export async function startTestNode(
   databaseUrl: string,
   env: Record<string, string> = {},
+  options: { log?: Logger } = {},
 ): Promise<TestNode> {
   const config = loadConfig({
     DATABASE_URL: databaseUrl,
@@ -28,7 +30,8 @@ export async function startTestNode(
     ADMIN_TOKEN,
     ...env,
   });
-  const log = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent', base: { node: config.nodeId } });
+  const log =
+    options.log ?? pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent', base: { node: config.nodeId } });
   const node = await startBroker(config, { log });
   return {
     ...node,

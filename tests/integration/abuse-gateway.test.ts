@@ -1,0 +1,186 @@
+/**
+ * The gateway's bounds, driven as an attacker would over real sockets: input nested too deep, sockets
+ * that never say hello, and a sender that floods one socket with frames. Each case also checks that a
+ * good peer on the same node keeps being served.
+ */
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { MeshClient } from '../../client/client.js';
+import { startTestNode, type TestNode } from '../helpers/broker.js';
+import { helloFrame, rawSession } from '../helpers/hello.js';
+import { closeAllClients, connectPeer, createMesh, type TestMesh } from '../helpers/mesh.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { RawSocket } from '../helpers/raw.js';
+import { waitFor } from '../helpers/wait.js';
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await createTestDatabase('abuse_gateway');
+});
+afterEach(closeAllClients);
+afterAll(async () => {
+  await db?.drop();
+});
+
+/** A logger whose lines a test can read back. */
+function capturedLog() {
+  const lines: Array<Record<string, unknown>> = [];
+  const sink = new Writable({
+    write(chunk, _encoding, done) {
+      for (const line of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(line));
+      done();
+    },
+  });
+  return { log: pino({ level: 'info' }, sink), lines };
+}
+
+/** A DM from one good peer to another arrives: the node still serves the mesh. */
+async function goodPeersServed(node: TestNode, mesh: TestMesh, from: number, to: number) {
+  const sender = await connectPeer(node.wsUrl, mesh, mesh.members[from]!);
+  const receiver = await connectPeer(node.wsUrl, mesh, mesh.members[to]!);
+  const got = receiver.next('message');
+  await sender.send(mesh.members[to]!.pubkey, 'still served');
+  expect((await got).body).toBe('still served');
+}
+
+function nested(depth: number): string {
+  return `${'['.repeat(depth)}${']'.repeat(depth)}`;
+}
+
+describe('input nested deeper than any frame needs', () => {
+  let node: TestNode;
+  let mesh: TestMesh;
+  const captured = capturedLog();
+  beforeAll(async () => {
+    node = await startTestNode(db.url, {}, { log: captured.log });
+    mesh = await createMesh(node, 3);
+  });
+  afterAll(() => node?.stop());
+
+  it.each([
+    ['a hello', (deep: string) => `{"type":"hello","v":1,"x":${deep}}`],
+    ['a send before hello', (deep: string) => `{"type":"send","id":"a","to":"*","body":"b","x":${deep}}`],
+  ])('30,000 levels within 64 KiB in %s: bad_request, logged at info without a stack', async (_, frame) => {
+    const text = frame(nested(30_000));
+    expect(text.length).toBeLessThan(64 * 1024);
+    const socket = await RawSocket.open(node.wsUrl);
+    socket.send(text);
+    const error = await socket.next((f) => f.type === 'error');
+    expect(error).toMatchObject({ code: 'bad_request', message: 'JSON nested deeper than 64 levels' });
+    socket.close();
+  });
+
+  it('after hello too, with escapes in the text; the socket stays usable', async () => {
+    const socket = await rawSession(node.wsUrl, helloFrame(mesh, mesh.members[0]!));
+    socket.send(`{"type":"send","id":"a","to":"*","body":"\\u0041","rid":"r1","x":${nested(30_000)}}`);
+    expect(await socket.next((f) => f.type === 'error')).toMatchObject({ code: 'bad_request' });
+    socket.send({ type: 'ping', rid: 'p' });
+    expect(await socket.next((f) => f.type === 'pong')).toMatchObject({ rid: 'p' });
+    socket.close();
+    await goodPeersServed(node, mesh, 1, 2);
+    const errors = captured.lines.filter((line) => (line.level as number) >= 50);
+    expect(errors).toEqual([]);
+    const badFrames = captured.lines.filter((line) => line.msg === 'bad frame');
+    expect(badFrames.length).toBeGreaterThanOrEqual(3);
+    for (const line of badFrames) {
+      expect(line.level).toBe(30); // info
+      expect(JSON.stringify(line)).not.toContain('stack');
+    }
+  });
+
+  it('64 levels are still accepted', async () => {
+    const socket = await rawSession(node.wsUrl, helloFrame(mesh, mesh.members[0]!));
+    socket.send(`{"type":"ping","rid":"deep","x":${nested(63)}}`);
+    expect(await socket.next((f) => f.type === 'pong')).toMatchObject({ rid: 'deep' });
+    socket.close();
+  });
+});
+
+describe('sockets that never say hello', () => {
+  let node: TestNode;
+  let mesh: TestMesh;
+  beforeAll(async () => {
+    node = await startTestNode(db.url, { HELLO_PENDING_PER_ADDRESS: '4' });
+    mesh = await createMesh(node, 2);
+  });
+  afterAll(() => node?.stop());
+
+  it('hold at most HELLO_PENDING_PER_ADDRESS slots of one address; one more is closed with 4429', async () => {
+    const idle = await Promise.all([1, 2, 3, 4].map(() => RawSocket.open(node.wsUrl)));
+    const extra = await RawSocket.open(node.wsUrl);
+    expect(await extra.closed).toMatchObject({ code: 4429 });
+    // A slot comes back when an idle socket goes, and when one says hello.
+    idle[0]!.close();
+    await idle[0]!.closed;
+    const greeter = await waitFor(async () => {
+      const socket = await RawSocket.open(node.wsUrl);
+      socket.send(helloFrame(mesh, mesh.members[0]!));
+      const outcome = await Promise.race([
+        socket.next((f) => f.type === 'welcome').then(() => 'welcome'),
+        socket.closed.then(() => 'closed'),
+      ]);
+      return outcome === 'welcome' ? socket : undefined;
+    });
+    const another = await RawSocket.open(node.wsUrl);
+    const stillOpen = await Promise.race([
+      another.closed.then(() => false),
+      new Promise((resolve) => setTimeout(() => resolve(true), 300)),
+    ]);
+    expect(stillOpen).toBe(true);
+    for (const socket of [...idle, greeter, another]) socket.close();
+    await goodPeersServed(node, mesh, 0, 1);
+  });
+});
+
+describe('one socket flooding the node with frames', () => {
+  const RATE = 50;
+  const BURST = 10;
+  let node: TestNode;
+  let mesh: TestMesh;
+  beforeAll(async () => {
+    node = await startTestNode(db.url, {
+      FRAME_RATE_PER_SEC: String(RATE),
+      FRAME_BURST: String(BURST),
+      SEND_RATE_PER_MIN: '1000000',
+      SEND_BURST: '1000000',
+    });
+    mesh = await createMesh(node, 4);
+  });
+  afterAll(() => node?.stop());
+
+  function counting(client: MeshClient) {
+    const counter = { received: 0 };
+    client.on('message', () => {
+      counter.received++;
+    });
+    return counter;
+  }
+
+  it('is paced at FRAME_RATE_PER_SEC, not read while its queue is full, and its queue dropped when it goes', async () => {
+    const receiver = await connectPeer(node.wsUrl, mesh, mesh.members[1]!);
+    const counter = counting(receiver);
+    const flooder = await rawSession(node.wsUrl, helloFrame(mesh, mesh.members[0]!));
+    const started = Date.now();
+    for (let i = 0; i < 400; i++) {
+      flooder.send({ type: 'send', id: `flood-${i}`, to: mesh.members[1]!.pubkey, body: 'x'.repeat(1000) });
+    }
+    // While it floods, another member's DMs still go through on the same node.
+    await goodPeersServed(node, mesh, 2, 3);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const elapsedS = (Date.now() - started) / 1000;
+    const handled = counter.received;
+    expect(handled).toBeGreaterThan(0);
+    expect(handled).toBeLessThanOrEqual(BURST + RATE * elapsedS + 15);
+    const metrics = await (await fetch(`${node.url}/metrics`)).text();
+    expect(metrics).toMatch(/mesh_broker_inbound_pauses_total\{reason="queue"[^}]*\} [1-9]/);
+
+    // The flooder goes away: what it queued is not handled for a peer that is not there any more.
+    flooder.socket.terminate();
+    await flooder.closed;
+    const atClose = counter.received;
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(counter.received - atClose).toBeLessThanOrEqual(5);
+    expect(counter.received).toBeLessThan(400);
+  });
+});
