@@ -88,8 +88,14 @@ export function createModules(context: RowContext): NodeModules {
   const mcp = build(mcpRow, context);
   const clocks = build(clockRow, context);
   const gate = build(activeLeaseRow, context);
-  const scheduler = build(schedulerRow, { ...context, delivery: delivery.view, audit: audit.view });
-  const watches = build(watchesRow, { ...context, delivery: delivery.view });
+  // Occurrences and watch notifications take from the send limit, as a `send` does.
+  const scheduler = build(schedulerRow, {
+    ...context,
+    delivery: delivery.view,
+    audit: audit.view,
+    limits: limits.view,
+  });
+  const watches = build(watchesRow, { ...context, delivery: delivery.view, limits: limits.view });
   context.metrics.clocksLedBy(() => clocks.view.ledHere());
 
   const rows: ManagedRow[] = [

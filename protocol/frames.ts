@@ -71,14 +71,24 @@ export interface Message {
   [extra: string]: unknown;
 }
 
+/**
+ * A watch value too large for a notification (which is at most MAX_BODY_BYTES): its SHA-256 hex, its
+ * size in UTF-8 bytes and its beginning (cut on a character boundary).
+ */
+export interface WatchValueDigest {
+  sha256: string;
+  bytes: number;
+  excerpt: string;
+}
+
 /** A durable notification that a URL watch of this member triggered (acked like a message). */
 export interface WatchTriggered {
   type: 'watch.triggered';
   messageId: string;
   watchId: string;
   url: string;
-  oldValue: string | null;
-  newValue: string;
+  oldValue: string | WatchValueDigest | null;
+  newValue: string | WatchValueDigest;
   sentAt: string;
 }
 
@@ -321,6 +331,8 @@ export interface AuditEntry {
   createdAt: string;
   prevHash: string;
   hash: string;
+  /** Set when another member's private fields (a watch URL) were redacted: the hash is the stored row's. */
+  redacted?: true;
 }
 
 export interface AuditResult {

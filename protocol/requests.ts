@@ -117,11 +117,19 @@ export const mcpResultFrame = z.object({
 
 // Scheduled messages
 
+/** The last instant a JS Date holds (±8.64e15 ms around the epoch); a later `at` is `bad_request`. */
+export const MAX_DATE_MS = 8.64e15;
+
 export const scheduleCreateFrame = z.object({
   type: z.literal('schedule.create'),
   to: sendTarget,
   body: z.string(),
-  at: z.number().int().positive().optional(),
+  at: z
+    .number()
+    .int()
+    .positive()
+    .max(MAX_DATE_MS, `must be at most ${MAX_DATE_MS} (the last instant a Date holds)`)
+    .optional(),
   cron: z.string().max(200).optional(),
   tz: z.string().max(64).optional(),
   rid,

@@ -3,6 +3,7 @@ import { auditQueryFrame, auditVerifyFrame } from '../../protocol/requests.js';
 import type { FrameRoutes } from '../../protocol/routes.js';
 import type { Pool } from '../db/pool.js';
 import type { AuditLog } from './audit.js';
+import { redactFor } from './redact.js';
 import { AUDIT_COLUMNS, type AuditRow, verifyMesh } from './verify.js';
 
 function entry(row: AuditRow): AuditEntry {
@@ -18,7 +19,8 @@ function entry(row: AuditRow): AuditEntry {
 }
 
 /**
- * `audit.query` (newest first) and `audit.verify` for the caller's mesh. Both first wait for this
+ * `audit.query` (newest first; other members' private fields redacted, broker/audit/redact.ts) and
+ * `audit.verify` for the caller's mesh. Both first wait for this
  * node's queued appends of the mesh, so a peer sees the events it just caused.
  */
 export function registerAuditFrames(router: FrameRoutes, pool: Pool, audit: AuditLog): void {
@@ -29,7 +31,11 @@ export function registerAuditFrames(router: FrameRoutes, pool: Pool, audit: Audi
         ORDER BY seq DESC, id DESC LIMIT $3`,
       [identity.meshId, frame.before ?? null, frame.limit ?? 100],
     );
-    return { type: 'audit.result', entries: result.rows.map(entry) };
+    // Redacted on read: the stored rows (and so the chain) stay as written.
+    return {
+      type: 'audit.result',
+      entries: result.rows.map((row) => redactFor(identity.pubkey, entry(row))),
+    };
   });
   router.on('audit.verify', auditVerifyFrame, async (_frame, { identity }) => {
     await audit.flush(identity.meshId);

@@ -4,6 +4,7 @@
  */
 import type { AuditLog } from '../audit/audit.js';
 import type { Delivery } from '../delivery/delivery.js';
+import type { RateLimits } from '../limits/rate-limits.js';
 import type { RowContext } from '../rows/context.js';
 import { defineRow } from '../rows/row.js';
 import { fireOccurrence } from './fire.js';
@@ -14,6 +15,8 @@ import { SharedScheduler } from './scheduler.shared.js';
 export interface SchedulerDeps extends RowContext {
   delivery: Delivery;
   audit: AuditLog;
+  /** The send limit every occurrence takes from (docs/schedules.md § Send limit). */
+  limits: RateLimits;
 }
 
 export const schedulerRow = defineRow<Scheduler, SchedulerDeps>({
@@ -21,8 +24,8 @@ export const schedulerRow = defineRow<Scheduler, SchedulerDeps>({
   metric: 'mesh_broker_schedule_fires_total',
   doc: 'docs/schedules.md',
   background: true,
-  build: ({ config, pool, log, metrics, messages, schedules, delivery, audit }) => {
-    const fireOptions = { messages, delivery, audit, metrics, log };
+  build: ({ config, pool, log, metrics, messages, schedules, delivery, audit, limits }) => {
+    const fireOptions = { messages, delivery, audit, limits, metrics, log };
     return {
       local: new LocalScheduler(schedules, fireOccurrence(fireOptions), log),
       shared: new SharedScheduler({

@@ -1,8 +1,15 @@
-import { ProtocolError } from '../../protocol/errors.js';
 import { inTransaction, type Pool } from '../db/pool.js';
 import type { AcceptedMessage } from '../delivery/store.js';
 import type { Logger } from '../log.js';
-import { announceOccurrence, type FireOptions, occurrenceMessage } from './fire.js';
+import {
+  announceOccurrence,
+  announceSkip,
+  type FireOptions,
+  occurrenceMessage,
+  refusalSkip,
+  type SkipReason,
+  sendLimitSkip,
+} from './fire.js';
 import type { Scheduler } from './scheduler.js';
 import type { Schedule, ScheduleStore } from './store.js';
 import { laterOf, nextCronRun } from './timing.js';
@@ -23,9 +30,10 @@ export interface SharedSchedulerOptions extends FireOptions {
  * 2. re-reads the schedule under `FOR UPDATE` and gives up if it is no longer due, cancelled or finished
  *    (another node fired it meanwhile, or a cancel on any node landed),
  * 3. inserts the `(schedule, occurrence)` row (unique: the last line of defence),
- * 4. stores the occurrence's message and its delivery rows (message id `schedule:<id>:<n>`, idempotent too),
- * 5. moves the schedule to its next occurrence (or finishes it),
- * and only after the commit delivers and audits it. A node killed mid-transaction fires nothing: the
+ * 4. takes a point from the creator's send bucket; with none left the occurrence is skipped (step 5 only),
+ * 5. stores the occurrence's message and its delivery rows (message id `schedule:<id>:<n>`, idempotent too),
+ * 6. moves the schedule to its next occurrence (or finishes it),
+ * and only after the commit delivers and audits it (or audits the skip). A node killed mid-transaction fires nothing: the
  * transaction rolls back and another node fires the occurrence at its next poll. An occurrence missed
  * while every node was down fires once on recovery; a cron schedule then continues from now.
  */
@@ -80,8 +88,10 @@ export class SharedScheduler implements Scheduler {
   private async pollOnce(): Promise<void> {
     try {
       const due = await this.options.pool.query<{ id: string }>(
-        `SELECT id FROM schedules WHERE cancelled_at IS NULL AND finished_at IS NULL AND next_fire_at <= now()
-          ORDER BY next_fire_at LIMIT 200`,
+        `SELECT s.id FROM schedules s JOIN members m ON m.id = s.member_id
+          WHERE s.cancelled_at IS NULL AND s.finished_at IS NULL AND s.next_fire_at <= now()
+            AND m.revoked_at IS NULL
+          ORDER BY s.next_fire_at LIMIT 200`,
       );
       for (const { id } of due.rows) await this.fire(id);
     } catch (error) {
@@ -92,7 +102,7 @@ export class SharedScheduler implements Scheduler {
   private async fire(scheduleId: string): Promise<void> {
     const { pool, store, messages, nodeId, metrics, log } = this.options;
     try {
-      const fired = await inTransaction(pool, async (client) => {
+      const outcome = await inTransaction(pool, async (client) => {
         await client.query("SELECT pg_advisory_xact_lock(hashtextextended('schedule:' || $1, 0))", [
           scheduleId,
         ]);
@@ -105,34 +115,42 @@ export class SharedScheduler implements Scheduler {
           [scheduleId, occurrence, nodeId],
         );
         if (claimed.rowCount === 0) return undefined;
+        const next = schedule.cron
+          ? nextCronRun(schedule.cron, schedule.tz ?? 'UTC', laterOf(new Date(), schedule.nextFireAt))
+          : null;
+        // A skip (send limit spent, or a refusal such as recipient gone or creator revoked) is final for
+        // this occurrence: recorded, and the schedule moves on rather than retrying it forever ahead of
+        // every other due schedule. The point is taken only once the occurrence is claimed here.
+        const skipped = async (skip: SkipReason) => {
+          await store.fired(scheduleId, occurrence, next, client);
+          return { schedule, occurrence, skip } as const;
+        };
+        const limited = await sendLimitSkip(this.options, schedule);
+        if (limited) return skipped(limited);
         const { sender, message } = occurrenceMessage(
           schedule,
           occurrence,
           `schedule:${scheduleId}:${occurrence}`,
         );
-        const next = schedule.cron
-          ? nextCronRun(schedule.cron, schedule.tz ?? 'UTC', laterOf(new Date(), schedule.nextFireAt))
-          : null;
         let accepted: AcceptedMessage;
         try {
           accepted = await messages.accept(sender, message, client);
         } catch (error) {
-          // A refusal (recipient gone, creator revoked) is final for this occurrence: record it as
-          // skipped and move on, rather than retrying it forever ahead of every other due schedule.
-          if (!(error instanceof ProtocolError)) throw error;
-          log.warn({ scheduleId, occurrence, reason: error.message }, 'schedule occurrence skipped');
-          metrics.scheduleFires.inc({ outcome: 'skipped' });
-          await store.fired(scheduleId, occurrence, next, client);
-          return undefined;
+          const refused = refusalSkip(error);
+          if (!refused) throw error;
+          return skipped(refused);
         }
         await client.query(
           'UPDATE schedule_occurrences SET message_id = $3 WHERE schedule_id = $1 AND occurrence = $2',
           [scheduleId, occurrence, Number(accepted.frame.messageId)],
         );
         await store.fired(scheduleId, occurrence, next, client);
-        return { schedule, occurrence, accepted };
+        return { schedule, occurrence, accepted } as const;
       });
-      if (fired) await announceOccurrence(this.options, fired.schedule, fired.occurrence, fired.accepted);
+      if (!outcome) return;
+      // Announced after the commit only: a rolled-back fire announces nothing.
+      if ('skip' in outcome) announceSkip(this.options, outcome.schedule, outcome.occurrence, outcome.skip);
+      else await announceOccurrence(this.options, outcome.schedule, outcome.occurrence, outcome.accepted);
     } catch (error) {
       metrics.scheduleFires.inc({ outcome: 'failed' });
       log.error({ err: error, scheduleId }, 'firing a schedule failed; the next poll retries');

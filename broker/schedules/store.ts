@@ -82,7 +82,10 @@ export class ScheduleStore {
     db: Pool | PoolClient = this.pool,
     options: { lockIfDue?: boolean } = {},
   ): Promise<Schedule | undefined> {
-    const due = options.lockIfDue ? `AND ${ACTIVE} AND s.next_fire_at <= now() FOR UPDATE OF s` : '';
+    // A revoked creator's schedules are never due (revocation also cancels them: cancelMemberSchedules).
+    const due = options.lockIfDue
+      ? `AND ${ACTIVE} AND s.next_fire_at <= now() AND m.revoked_at IS NULL FOR UPDATE OF s`
+      : '';
     const result = await db.query<Schedule>(
       `SELECT ${COLUMNS} FROM schedules s JOIN members m ON m.id = s.member_id WHERE s.id = $1 ${due}`,
       [scheduleId],
@@ -124,6 +127,19 @@ export class ScheduleStore {
       `SELECT ${COLUMNS} FROM schedules s JOIN members m ON m.id = s.member_id WHERE ${ACTIVE} ORDER BY s.next_fire_at`,
     );
     return result.rows;
+  }
+
+  /**
+   * Cancels every active schedule of a member (revocation): the shared scheduler re-reads each schedule
+   * under its lock before firing, and a local timer that still goes off finds it cancelled and arms no next.
+   */
+  async cancelMemberSchedules(memberId: number): Promise<number> {
+    const result = await this.pool.query(
+      `UPDATE schedules SET cancelled_at = now()
+        WHERE member_id = $1 AND cancelled_at IS NULL AND finished_at IS NULL`,
+      [memberId],
+    );
+    return result.rowCount ?? 0;
   }
 
   /** Records that occurrence `occurrence` fired; `next` null finishes the schedule. */

@@ -3,6 +3,9 @@ import { type FetchOptions, fetchWatchValue, parseNotifyOn, shouldNotify } from 
 import type { NotifyWatch } from './runner.js';
 import type { Watch, WatchStore } from './store.js';
 
+/** `lastError` of a poll whose notification waits for the member's send limit. */
+export const HELD_BACK = "notification held back: the member's send limit is spent; the next poll notifies";
+
 interface Polled {
   watch: Watch;
   timer: NodeJS.Timeout | undefined;
@@ -72,6 +75,12 @@ export class WatchPoller {
 
   private async poll(entry: Polled): Promise<void> {
     const { watch } = entry;
+    // Deleted on another node, or its member revoked: never fetch for it again, whichever runner holds it.
+    if (!(await this.store.stillLive(watch.watchId).catch(() => true))) {
+      if (this.polled.get(watch.watchId) === entry) this.stop(watch.watchId);
+      return;
+    }
+    if (this.polled.get(watch.watchId) !== entry) return; // stopped while checking
     let value: string | null = null;
     let error: string | null = null;
     try {
@@ -81,14 +90,19 @@ export class WatchPoller {
     }
     if (this.polled.get(watch.watchId) !== entry) return; // stopped while fetching
     try {
+      let baseline = value;
       if (
         value !== null &&
-        shouldNotify(parseNotifyOn(watch.notifyOn), entry.lastValue ?? undefined, value)
+        shouldNotify(parseNotifyOn(watch.notifyOn), entry.lastValue ?? undefined, value) &&
+        (await this.notify(watch, entry.lastValue, value)) === 'held'
       ) {
-        await this.notify(watch, entry.lastValue, value);
+        // Not lost: the baseline stays the last value notified, so the next poll compares against it
+        // and notifies once the member's send limit allows (a change undone meanwhile is not reported).
+        baseline = null;
+        error = HELD_BACK;
       }
-      if (value !== null) entry.lastValue = value;
-      await this.store.recordPoll(watch.watchId, value, error);
+      if (baseline !== null) entry.lastValue = baseline;
+      await this.store.recordPoll(watch.watchId, baseline, error);
     } catch (failure) {
       this.log.warn({ err: failure, watchId: watch.watchId }, 'watch poll bookkeeping failed');
     }

@@ -3,6 +3,7 @@
  * local, it runs only where the active lease allows it.
  */
 import type { Delivery } from '../delivery/delivery.js';
+import type { RateLimits } from '../limits/rate-limits.js';
 import type { RowContext } from '../rows/context.js';
 import { defineRow } from '../rows/row.js';
 import { notifyWatch } from './notify.js';
@@ -13,6 +14,8 @@ import { SharedWatchRunner } from './runner.shared.js';
 
 export interface WatchDeps extends RowContext {
   delivery: Delivery;
+  /** The send limit every notification takes from (docs/watches.md § Bounds). */
+  limits: RateLimits;
 }
 
 export const watchesRow = defineRow<WatchRunner, WatchDeps>({
@@ -20,11 +23,11 @@ export const watchesRow = defineRow<WatchRunner, WatchDeps>({
   metric: 'mesh_broker_watch_notifications_total',
   doc: 'docs/watches.md',
   background: true,
-  build: ({ config, pool, log, metrics, messages, watchStore, delivery }) => {
+  build: ({ config, pool, log, metrics, messages, watchStore, delivery, limits }) => {
     // One poller: the two runners only decide which watches this node polls.
     const poller = new WatchPoller(
       watchStore,
-      notifyWatch(messages, delivery, metrics),
+      notifyWatch({ messages, delivery, limits, metrics, maxBodyBytes: config.maxBodyBytes }),
       {
         timeoutMs: config.watchFetchTimeoutMs,
         maxBytes: config.watchMaxBytes,

@@ -18,8 +18,8 @@ export interface SharedWatchRunnerOptions {
 /**
  * Watch ownership across nodes (flag `ha.watches`). Each live watch is owned by one node through a lease
  * (`owner_node`, `lease_until`) and polled only by its owner. Every third of a lease, each node:
- * 1. renews the leases of the watches it owns; a watch deleted on any node (or taken over) is no longer
- *    returned, and its polling stops here;
+ * 1. renews the leases of the watches it owns; a watch deleted on any node, taken over, or whose member
+ *    was revoked is no longer returned, and its polling stops here (each poll also checks its row);
  * 2. gives back watches above its fair share (total / live nodes, rounded up), so ownership balances;
  * 3. adopts orphans (no owner, or a lease that ran out: a dead or drained node's) up to its fair share,
  *    with `FOR UPDATE SKIP LOCKED` so two nodes never adopt the same watch.
@@ -91,7 +91,7 @@ export class SharedWatchRunner implements WatchRunner {
       const renewed = await pool.query<Watch>(
         `UPDATE watches w SET lease_until = now() + make_interval(secs => $2 / 1000.0)
            FROM members m
-          WHERE m.id = w.member_id AND w.owner_node = $1 AND w.deleted_at IS NULL
+          WHERE m.id = w.member_id AND w.owner_node = $1 AND w.deleted_at IS NULL AND m.revoked_at IS NULL
           RETURNING ${WATCH_COLUMNS}`,
         [nodeId, leaseMs],
       );
@@ -127,7 +127,7 @@ export class SharedWatchRunner implements WatchRunner {
             ORDER BY created_at LIMIT $3 FOR UPDATE SKIP LOCKED)
          UPDATE watches w SET owner_node = $1, lease_until = now() + make_interval(secs => $2 / 1000.0)
            FROM picked, members m
-          WHERE w.id = picked.id AND m.id = w.member_id
+          WHERE w.id = picked.id AND m.id = w.member_id AND m.revoked_at IS NULL
           RETURNING ${WATCH_COLUMNS}`,
         [nodeId, leaseMs, need],
       );

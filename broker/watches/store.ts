@@ -126,6 +126,25 @@ export class WatchStore {
     return result.rows;
   }
 
+  /** Whether the watch may still be polled: not deleted, and its member not revoked. */
+  async stillLive(watchId: string): Promise<boolean> {
+    const result = await this.pool.query(
+      `SELECT 1 FROM watches w JOIN members m ON m.id = w.member_id
+        WHERE w.id = $1 AND w.deleted_at IS NULL AND m.revoked_at IS NULL`,
+      [watchId],
+    );
+    return (result.rowCount ?? 0) > 0;
+  }
+
+  /** Ends every live watch of a member (revocation); the pollers holding them stop at their next poll. */
+  async endMemberWatches(memberId: number): Promise<number> {
+    const result = await this.pool.query(
+      'UPDATE watches SET deleted_at = now() WHERE member_id = $1 AND deleted_at IS NULL',
+      [memberId],
+    );
+    return result.rowCount ?? 0;
+  }
+
   /** The watch's last recorded poll (value and time), whichever node made it. */
   async lastPoll(
     watchId: string,

@@ -180,7 +180,7 @@ export const BACKGROUND_CHECKS: Check[] = [
         });
         const leftMs = Date.now() - closedAt;
         const triggers: string[] = [];
-        stays.on('watch.triggered', (t) => triggers.push(t.newValue));
+        stays.on('watch.triggered', (t) => triggers.push(JSON.stringify(t.newValue)));
         if (await eventually(async () => (await listed()) === undefined, SESSION_END_SETTLE_MS))
           throw new CheckFailed(
             `the watch ended with the session that created it (${leftMs} ms after it closed): the member's other session no longer lists it`,

@@ -283,7 +283,7 @@ export const NODE_FAILURE_CHECKS: Check[] = [
         const moved = await context.peer(context.urlsFrom(b.url), mesh, member, { sessionId });
         cleanup = () => moved.request({ type: 'watch.delete', watchId });
         const triggers: string[] = [];
-        moved.on('watch.triggered', (t) => triggers.push(t.newValue));
+        moved.on('watch.triggered', (t) => triggers.push(JSON.stringify(t.newValue)));
         target.change('two');
         if (!(await eventually(() => triggers.length >= 1, WATCH_INTERVAL_SEC * 1000 + DELIVERY_WAIT_MS)))
           throw new CheckFailed(
