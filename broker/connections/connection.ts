@@ -7,8 +7,19 @@ import type { Logger } from '../log.js';
 /** Who a socket is (`SessionIdentity`) and what it is owed (`DurableFrame`) are the protocol's types. */
 export type { DurableFrame, SessionIdentity };
 
-/** Above this many buffered bytes a peer is too slow to keep up; it is closed rather than buffered forever. */
-const MAX_BUFFERED_BYTES = 8 * 1024 * 1024;
+/**
+ * Above this many buffered bytes a peer is too slow to keep up; it is closed rather than buffered forever.
+ * What it is owed is in Postgres and replayed when it comes back; what else it missed was best effort.
+ */
+const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
+/**
+ * Above this many buffered bytes the socket is congested: its feed stops writing durable frames and its
+ * next request is not handled until the peer has read its way back under it. A peer that does not read
+ * therefore makes the node hold about this much for it, whatever it asks for.
+ */
+export const OUTBOUND_HIGH_WATER = 1024 * 1024;
+/** How often a congested socket is looked at again. */
+const DRAIN_POLL_MS = 10;
 
 let nextConnectionId = 1;
 
@@ -37,6 +48,16 @@ export class Connection implements FeedSocket {
 
   get isOpen(): boolean {
     return this.socket.readyState === this.socket.OPEN;
+  }
+
+  /** The peer is behind on reading (see OUTBOUND_HIGH_WATER). */
+  get congested(): boolean {
+    return this.socket.bufferedAmount > OUTBOUND_HIGH_WATER;
+  }
+
+  /** Resolves once the socket is no longer congested, or is closed. */
+  async whenDrained(): Promise<void> {
+    while (this.congested && this.isOpen) await new Promise((resolve) => setTimeout(resolve, DRAIN_POLL_MS));
   }
 
   send(frame: object): void {

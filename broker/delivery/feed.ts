@@ -31,6 +31,9 @@ export interface FeedSource {
 /** The socket side of a feed. */
 export interface FeedSocket {
   readonly isOpen: boolean;
+  /** The peer is behind on reading: the feed writes nothing more until it has caught up. */
+  readonly congested: boolean;
+  whenDrained(): Promise<void>;
   writeDurable(frame: DurableFrame): void;
 }
 
@@ -78,7 +81,7 @@ export class SessionFeed {
   wake(hint?: FeedItem, path: 'local' | 'remote' = 'local'): void {
     if (hint) {
       if (hint.seq <= this.cursor) return;
-      if (this.started && !this.reading && hint.seq === this.cursor + 1) {
+      if (this.started && !this.reading && !this.socket.congested && hint.seq === this.cursor + 1) {
         this.write(hint);
         this.counted(path, 1);
         return;
@@ -112,18 +115,27 @@ export class SessionFeed {
     try {
       do {
         this.again = false;
+        // A peer behind on reading gets nothing more until it caught up: the node holds at most about
+        // OUTBOUND_HIGH_WATER for it, not its backlog; the rest stays in Postgres.
+        await this.socket.whenDrained();
+        if (!this.socket.isOpen) return;
         const page = await this.source.read(this.memberId, this.cursor, FEED_PAGE);
         if (!this.socket.isOpen) return;
         let written = 0;
+        let cutShort = false;
         for (const item of page.items) {
           if (item.seq <= this.cursor) continue;
+          if (this.socket.congested) {
+            cutShort = true; // the rest of the page is read again once the peer caught up
+            break;
+          }
           this.write(item);
           written++;
         }
         if (written > 0) this.counted('backlog', written);
-        // A complete page: nothing unacked at or below the member's last seq is left unwritten.
-        if (page.items.length < FEED_PAGE) this.cursor = Math.max(this.cursor, page.lastSeq);
-        else this.again = true;
+        // A complete page, all written: nothing unacked at or below the member's last seq is left unwritten.
+        if (cutShort || page.items.length === FEED_PAGE) this.again = true;
+        else this.cursor = Math.max(this.cursor, page.lastSeq);
         this.writeContiguousHints();
       } while (this.again && this.socket.isOpen);
     } catch (error) {
@@ -137,7 +149,7 @@ export class SessionFeed {
   private writeContiguousHints(): void {
     for (const seq of [...this.hints.keys()]) if (seq <= this.cursor) this.hints.delete(seq);
     let next = this.hints.get(this.cursor + 1);
-    while (next) {
+    while (next && !this.socket.congested) {
       this.hints.delete(this.cursor + 1);
       this.write({ seq: this.cursor + 1, frame: next.frame });
       this.counted(next.path, 1);

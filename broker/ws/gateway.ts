@@ -110,6 +110,7 @@ export class Gateway {
     // One frame at a time per socket: keeps per-sender order and bounds a socket's concurrency to one.
     const inbound = new InboundFrames(
       socket,
+      connection,
       (data, isBinary) => this.onFrame(connection, data, isBinary, countError),
       {
         maxQueued: MAX_QUEUED_FRAMES,

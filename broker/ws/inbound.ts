@@ -9,6 +9,8 @@
  * - **Pace.** A token bucket of `burst` frames refilled at `ratePerSec`: a frame with no token waits for
  *   one (and so the queue fills and reading stops). Nothing is refused: a fast peer is slowed down, not cut
  *   off.
+ * - **Replies read.** A frame is not handled while the socket's outbound side is congested (the peer is
+ *   not reading what it was sent): a peer cannot pile up replies by asking without reading.
  *
  * Once the socket closed, nothing still queued runs: a frame is work for a peer that is there.
  */
@@ -33,6 +35,7 @@ export class InboundFrames {
 
   constructor(
     private readonly socket: WebSocket,
+    private readonly outbound: { whenDrained(): Promise<void> },
     private readonly handle: FrameHandler,
     private readonly limits: InboundLimits,
     /** Told each time reading stops (for the metric). */
@@ -57,6 +60,7 @@ export class InboundFrames {
       .then(async () => {
         if (this.closed) return;
         await this.takeToken();
+        await this.outbound.whenDrained();
         if (this.closed) return;
         await this.handle(data, isBinary);
       })
