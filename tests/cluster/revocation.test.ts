@@ -1,0 +1,106 @@
+/**
+ * Issue 17: revocation stops everything the member owns, on every node. Two nodes with every HA flag on
+ * (the contract harness's shared world: one Postgres, one Redis prefix): the member's sessions are on both
+ * nodes, its watch is owned by the node it was created through, its schedules fire on whichever node
+ * claims them; the operator revokes it through the *other* node's admin API.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ClientClosed } from '../../client/client.js';
+import { CloseCode } from '../../protocol/errors.js';
+import type { Frame, Message } from '../../protocol/frames.js';
+import { useWorld } from '../contract/harness.js';
+import { waitFor } from '../helpers/wait.js';
+
+const hits: number[] = [];
+let server: Server;
+let base = '';
+
+beforeAll(async () => {
+  server = createServer((_request, response) => {
+    hits.push(Date.now());
+    response.end(`version ${hits.length}`); // a new value at every poll: each would notify
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+describe('revocation across two nodes (every HA flag on)', () => {
+  const world = useWorld('shared', {
+    flag: 'ha.watches',
+    env: { WATCH_ALLOW_PRIVATE: 'true', SCHEDULE_POLL_MS: '100' },
+  });
+
+  it('closes the member’s sessions on both nodes, stops its watch on the owner node and its schedules on every node', async () => {
+    const mesh = await world.mesh(2);
+    const [member, recipientKeys] = mesh.members as [(typeof mesh.members)[0], (typeof mesh.members)[0]];
+    const onB = await world.peer(world.b, mesh, member);
+    const onA = await world.peer(world.a, mesh, member);
+    const recipient = await world.peer(world.a, mesh, recipientKeys);
+    const got: Message[] = [];
+    recipient.on('message', (m: Message) => got.push(m));
+    const closed = (client: typeof onA) =>
+      new Promise<ClientClosed>((resolve) => client.on('closed', (c: ClientClosed) => resolve(c)));
+    const closedA = closed(onA);
+    const closedB = closed(onB);
+
+    const { watchId } = await onB.request<Frame & { watchId: string }>({
+      type: 'watch.create',
+      url: `${base}/feed`,
+      mode: 'hash',
+      intervalSec: 5,
+    });
+    const at = Date.now() + 3000;
+    const schedules = [
+      await onB.request<Frame & { scheduleId: string }>({
+        type: 'schedule.create',
+        to: recipientKeys.pubkey,
+        body: 'dm after revocation',
+        at,
+      }),
+      await onA.request<Frame & { scheduleId: string }>({
+        type: 'schedule.create',
+        to: '*',
+        body: 'broadcast after revocation',
+        at,
+      }),
+    ].map((s) => s.scheduleId);
+    await waitFor(() => hits.length >= 1, { what: 'the watch’s first poll' });
+    const owner = await world.db.query<{ owner: string }>(
+      'SELECT owner_node AS owner FROM watches WHERE id = $1',
+      [watchId],
+    );
+    expect(owner.rows[0]!.owner).toBe(world.b.nodeId);
+
+    // Revoked through node A: the watch's owner and one of the sessions are on B.
+    const revoked = await world.a.admin(`/admin/meshes/${mesh.meshId}/members/${member.pubkey}/revoke`, {
+      method: 'POST',
+    });
+    expect(revoked.status).toBe(200);
+    const revokedAt = Date.now();
+    expect(await closedA).toMatchObject({ code: CloseCode.memberRevoked });
+    expect(await closedB).toMatchObject({ code: CloseCode.memberRevoked });
+
+    // Past the watch's next poll and the schedules' time (polled every 100 ms on both nodes).
+    await new Promise((resolve) => setTimeout(resolve, 6500));
+    expect(hits.filter((t) => t > revokedAt)).toEqual([]);
+    expect(got).toEqual([]);
+    const occurrences = await world.db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM schedule_occurrences WHERE schedule_id = ANY ($1::uuid[])',
+      [schedules],
+    );
+    expect(occurrences.rows[0]!.n).toBe(0); // not even claimed and skipped: never due again
+    const rows = await world.db.query<{ cancelled: boolean }>(
+      'SELECT cancelled_at IS NOT NULL AS cancelled FROM schedules WHERE id = ANY ($1::uuid[])',
+      [schedules],
+    );
+    expect(rows.rows.map((r) => r.cancelled)).toEqual([true, true]);
+    const watch = await world.db.query<{ deleted: boolean }>(
+      'SELECT deleted_at IS NOT NULL AS deleted FROM watches WHERE id = $1',
+      [watchId],
+    );
+    expect(watch.rows[0]!.deleted).toBe(true);
+  }, 40_000);
+});
