@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import WebSocket from 'ws';
-import { CloseCode } from '../protocol/errors.js';
+import { CloseCode, closeIsPermanent } from '../protocol/errors.js';
 import type {
   ErrorFrame,
   Frame,
@@ -51,10 +51,27 @@ export interface ClientEvents {
   frame: Frame;
   /** An error frame that answers no pending request. */
   error: ErrorFrame;
-  disconnected: { code: number; reason: string; willReconnect: boolean };
+  /**
+   * A connection ended. `permanent`: the broker refused the peer for good (bad key, unknown member,
+   * revoked, session replaced or taken; `closeIsPermanent`), so the client stops; otherwise it was
+   * transient (the node drained, failed, was full or busy, the network went) and the client reconnects
+   * with backoff unless `reconnect` is off.
+   */
+  disconnected: { code: number; reason: string; willReconnect: boolean; permanent: boolean };
   reconnecting: { attempt: number; delayMs: number; url: string };
-  /** The client stopped for good: `close()` was called, or the broker refused the session. */
-  closed: { code: number; reason: string };
+  /**
+   * The client stopped for good: `close()` was called, `reconnect` is off, or the broker refused the
+   * session (`permanent: true`, with the broker's close code and reason).
+   */
+  closed: ClientClosed;
+}
+
+/** Why a client stopped: what `closed` carries and `MeshClient.closedBy` keeps. */
+export interface ClientClosed {
+  code: number;
+  reason: string;
+  /** True when the broker refused the peer for good: connecting again would be refused again. */
+  permanent: boolean;
 }
 
 /** An `error` frame in reply to a request, or a request that could not complete. */
@@ -68,13 +85,23 @@ export class MeshRequestError extends Error {
   }
 }
 
-/** Close codes after which reconnecting would not help (docs/protocol.md § Errors and close codes). */
-const FATAL_CLOSE_CODES = new Set<number>([
-  CloseCode.protocolAbuse,
-  CloseCode.helloRejected,
-  CloseCode.memberRevoked,
-  CloseCode.sessionReplaced,
-]);
+/**
+ * What a pending request or `connect()` rejects with once the client stopped (code `closed`): the close
+ * that stopped it, and whether the broker refused the peer for good.
+ */
+export class MeshClosedError extends MeshRequestError {
+  constructor(
+    readonly closed: ClientClosed,
+    message: string,
+  ) {
+    super('closed', message);
+    this.name = 'MeshClosedError';
+  }
+
+  get permanent(): boolean {
+    return this.closed.permanent;
+  }
+}
 
 interface PendingRequest {
   frame: Frame;
@@ -99,6 +126,7 @@ export class MeshClient extends Emitter<ClientEvents> {
   private urlIndex = 0;
   private attempt = 0;
   private stopped = false;
+  private stoppedBy: ClientClosed | undefined;
   private reconnectTimer: ReturnType<typeof setTimeout> | undefined;
   private watchdog: ReturnType<typeof setInterval> | undefined;
   private lastFrameAt = 0;
@@ -113,6 +141,11 @@ export class MeshClient extends Emitter<ClientEvents> {
   /** The node holding the current connection, once welcomed. */
   get node(): string | undefined {
     return this.welcome?.node;
+  }
+
+  /** Why the client stopped, once it has (`permanent` tells a refusal from a transient loss). */
+  get closedBy(): ClientClosed | undefined {
+    return this.stoppedBy;
   }
 
   get connected(): boolean {
@@ -137,7 +170,9 @@ export class MeshClient extends Emitter<ClientEvents> {
   connect(): Promise<Welcome> {
     if (this.welcome) return Promise.resolve(this.welcome);
     // A closed client stays closed: connecting it again would open a socket nobody will close.
-    if (this.stopped) return Promise.reject(new MeshRequestError('closed', 'the client was closed'));
+    if (this.stopped) {
+      return Promise.reject(new MeshClosedError(this.stoppedBy!, 'the client was closed'));
+    }
     const promise = new Promise<Welcome>((resolve, reject) => {
       this.firstWelcome = { resolve, reject };
     });
@@ -195,7 +230,7 @@ export class MeshClient extends Emitter<ClientEvents> {
 
   /** Ends the session for good: no reconnect; pending requests fail. */
   close(): void {
-    this.stop(CloseCode.normal, 'client closed');
+    this.stop(CloseCode.normal, 'client closed', false);
     this.socket?.close(CloseCode.normal, 'client closed');
   }
 
@@ -217,7 +252,8 @@ export class MeshClient extends Emitter<ClientEvents> {
       try {
         hello = await signHello(keys, meshId, this.sessionId);
       } catch (error) {
-        this.stop(CloseCode.protocolAbuse, `cannot sign the hello: ${(error as Error).message}`);
+        // Bad keys: every later attempt would fail the same way.
+        this.stop(CloseCode.protocolAbuse, `cannot sign the hello: ${(error as Error).message}`, true);
         socket.close();
         return;
       }
@@ -322,11 +358,13 @@ export class MeshClient extends Emitter<ClientEvents> {
       clearTimeout(request.timer);
       request.reject(new MeshRequestError('disconnected', `connection closed (${code}) before a reply`));
     }
-    const fatal = FATAL_CLOSE_CODES.has(code);
-    const willReconnect = !this.stopped && !fatal && this.options.reconnect !== false;
-    if (!this.stopped) this.emit('disconnected', { code, reason, willReconnect });
+    // A permanent refusal stops the client; anything else is transient and backs off (docs/protocol.md
+    // § Errors and close codes): a full mesh, a busy or failing node must not end a session for good.
+    const permanent = closeIsPermanent(code, reason);
+    const willReconnect = !this.stopped && !permanent && this.options.reconnect !== false;
+    if (!this.stopped) this.emit('disconnected', { code, reason, willReconnect, permanent });
     if (!willReconnect) {
-      this.stop(code, reason);
+      this.stop(code, reason, permanent);
       return;
     }
     // A draining node (1001) asks us to go elsewhere at once; anything else backs off.
@@ -342,18 +380,21 @@ export class MeshClient extends Emitter<ClientEvents> {
     this.reconnectTimer = setTimeout(() => this.open(true), delayMs);
   }
 
-  private stop(code: number, reason: string): void {
+  private stop(code: number, reason: string, permanent: boolean): void {
     if (this.stopped) return;
     this.stopped = true;
+    const closed: ClientClosed = { code, reason, permanent };
+    this.stoppedBy = closed;
     clearInterval(this.watchdog);
     clearTimeout(this.reconnectTimer);
     for (const request of this.pending.values()) {
       clearTimeout(request.timer);
-      request.reject(new MeshRequestError('closed', `client closed (${code} ${reason})`));
+      request.reject(new MeshClosedError(closed, `client closed (${code} ${reason})`));
     }
     this.pending.clear();
-    this.firstWelcome?.reject(new MeshRequestError('closed', `connection refused (${code} ${reason})`));
+    const refusal = permanent ? 'connection refused for good' : 'connection closed';
+    this.firstWelcome?.reject(new MeshClosedError(closed, `${refusal} (${code} ${reason})`));
     this.firstWelcome = undefined;
-    this.emit('closed', { code, reason });
+    this.emit('closed', closed);
   }
 }
