@@ -1,20 +1,22 @@
-import { verifyMesh } from '../../broker/audit/verify.js';
-import { createPool } from '../../broker/db/pool.js';
 import { parse, portOption, positiveInt, UsageError } from '../args.js';
 import { databaseUrlFor } from '../database.js';
+import { CheckpointError } from '../verifier/checkpoint.js';
+import { verifyOnce } from '../verifier/once.js';
 import { runVerifier } from '../verifier/run.js';
 
 /**
- * `workbench audit verify [--mesh ID] [--json]`: walks each mesh's chain straight from Postgres,
- * independent of any node. Prints one line per mesh; exits 1 when any chain is broken or forked.
- * With `--follow` it keeps going as the independent verifier process (cli/verifier/): incremental passes
- * every `--interval-ms`, a full rescan every `--rescan-ms`, findings on its own /metrics.
+ * `workbench audit verify [--mesh ID] [--json] [--checkpoint FILE]`: walks each mesh's chain straight from
+ * Postgres, independent of any node (cli/verifier/once.ts); exits 1 when any chain is broken or forked, or
+ * no longer holds the checkpoint. With `--follow` it keeps going as the independent verifier process
+ * (cli/verifier/): incremental passes every `--interval-ms`, a full rescan every `--rescan-ms`, findings
+ * on its own /metrics. A checkpoint file that cannot be used exits 2 and changes nothing.
  */
 export async function auditCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parse(argv, {
     mesh: { type: 'string' },
     json: { type: 'boolean' },
     'database-url': { type: 'string' },
+    checkpoint: { type: 'string' },
     follow: { type: 'boolean' },
     'interval-ms': { type: 'string' },
     'rescan-ms': { type: 'string' },
@@ -26,60 +28,33 @@ export async function auditCommand(argv: string[]): Promise<number> {
   if (extra.length > 0) throw new UsageError(`unexpected argument "${extra[0]}"`);
   if (values.mesh !== undefined && !/^[0-9a-f-]{36}$/i.test(values.mesh))
     throw new UsageError('--mesh must be a mesh id (UUID)');
-  if (values.follow) {
-    if (values.json) throw new UsageError('--json does not go with --follow (findings go to /metrics)');
-    return runVerifier({
+  if (values.checkpoint === '') throw new UsageError('--checkpoint needs a file name');
+  try {
+    if (values.follow) {
+      if (values.json) throw new UsageError('--json does not go with --follow (findings go to /metrics)');
+      return await runVerifier({
+        databaseUrl: databaseUrlFor(values['database-url']),
+        meshId: values.mesh?.toLowerCase(),
+        intervalMs: positiveInt('--interval-ms', values['interval-ms'], 1000),
+        rescanMs: positiveInt('--rescan-ms', values['rescan-ms'], 300_000),
+        host: values.host ?? '127.0.0.1',
+        port: portOption('--metrics-port', values['metrics-port'], VERIFIER_METRICS_PORT),
+        checkpointFile: values.checkpoint,
+      });
+    }
+    for (const option of ['interval-ms', 'rescan-ms', 'metrics-port', 'host'] as const) {
+      if (values[option] !== undefined) throw new UsageError(`--${option} needs --follow`);
+    }
+    return await verifyOnce({
       databaseUrl: databaseUrlFor(values['database-url']),
       meshId: values.mesh,
-      intervalMs: positiveInt('--interval-ms', values['interval-ms'], 1000),
-      rescanMs: positiveInt('--rescan-ms', values['rescan-ms'], 300_000),
-      host: values.host ?? '127.0.0.1',
-      port: portOption('--metrics-port', values['metrics-port'], VERIFIER_METRICS_PORT),
+      json: values.json ?? false,
+      checkpointFile: values.checkpoint,
     });
-  }
-  for (const option of ['interval-ms', 'rescan-ms', 'metrics-port', 'host'] as const) {
-    if (values[option] !== undefined) throw new UsageError(`--${option} needs --follow`);
-  }
-
-  const pool = createPool(databaseUrlFor(values['database-url']), {
-    max: 2,
-    applicationName: 'workbench-audit',
-  });
-  try {
-    const meshIds =
-      values.mesh !== undefined
-        ? [values.mesh]
-        : (
-            await pool.query<{ meshId: string }>(
-              'SELECT DISTINCT mesh_id AS "meshId" FROM audit_log ORDER BY 1',
-            )
-          ).rows.map((r) => r.meshId);
-    let healthy = true;
-    const results = [];
-    for (const meshId of meshIds) {
-      const result = await verifyMesh(pool, meshId);
-      healthy &&= result.valid;
-      results.push({ meshId, ...result });
-      if (values.json) continue;
-      if (result.valid) {
-        console.log(`ok      ${meshId}  ${result.entries} entries, head seq ${result.head?.seq ?? 0}`);
-        continue;
-      }
-      console.log(`BROKEN  ${meshId}  ${result.entries} entries`);
-      if (result.brokenAt) {
-        console.log(
-          `  first broken row: seq ${result.brokenAt.seq} (row id ${result.brokenAt.id}): ${result.brokenAt.reason}`,
-        );
-      }
-      for (const fork of result.forks) {
-        console.log(`  fork: rows ${fork.rowIds.join(', ')} share the same ${fork.kind} (seq ${fork.seq})`);
-      }
-    }
-    if (values.json) console.log(JSON.stringify({ valid: healthy, meshes: results }, null, 2));
-    else if (meshIds.length === 0) console.log('no audit entries');
-    return healthy ? 0 : 1;
-  } finally {
-    await pool.end();
+  } catch (error) {
+    if (!(error instanceof CheckpointError)) throw error;
+    console.error(`workbench audit: ${error.message}`);
+    return 2;
   }
 }
 

@@ -3,10 +3,18 @@
  * Postgres only, trusting no broker. Each pass reads, per mesh, only the rows from its verified level on;
  * every `rescanMs` it walks each chain again from genesis, because a rewrite of rows it already verified
  * (possible only with the append-only trigger disabled) cannot be seen by reading new rows.
+ *
+ * Neither can the deletion of the newest rows, nor a chain recomputed from a rewritten row on: what is
+ * left verifies. So each pass also checks the checkpoint (per mesh, the seq and hash of the last row it
+ * verified, kept outside the database: checkpoint.ts): the chain must still hold that row. A chain that no
+ * longer does is a break that stays (the checkpoint does not move until an operator resolves it), and the
+ * verified seq it exports never goes back.
  */
 import { ChainWalker, type Finding } from '../../broker/audit/chain-walker.js';
 import { AUDIT_COLUMNS, type AuditRow } from '../../broker/audit/verify.js';
 import type { Pool } from '../../broker/db/pool.js';
+import { type Checkpoint, writeCheckpoint } from './checkpoint.js';
+import { checkCheckpoint } from './checkpoint-check.js';
 import type { VerifierMetrics } from './metrics.js';
 import { loadWalkers, saveProgress } from './progress.js';
 
@@ -20,11 +28,17 @@ export interface FollowOptions {
   /** A row beyond a missing seq is a break once it is this old (before that, the gap may be a commit in flight). */
   gapGraceMs: number;
   onFinding: (finding: Finding) => void;
+  /** The checkpoint to keep (read at start); kept in memory only when there is no file. */
+  checkpoint: Checkpoint;
+  checkpointFile?: string;
 }
 
 export class AuditFollower {
   private walkers = new Map<string, ChainWalker>();
   private loaded = false;
+  /** Meshes whose checkpoint break was already printed (the gauge says it on every scrape). */
+  private reportedCheckpointBreaks = new Set<string>();
+  private checkpointDirty = false;
 
   constructor(private readonly options: FollowOptions) {}
 
@@ -51,8 +65,10 @@ export class AuditFollower {
           kind === 'rescan' ? new ChainWalker(meshId, this.options.onFinding, walker.state()) : walker,
         );
         if (JSON.stringify(walker.state()) !== before) await saveProgress(pool, walker);
+        await this.keepCheckpoint(walker);
         await this.export(walker);
       }
+      await this.saveCheckpoint();
       metrics.passes.inc({ kind });
       metrics.dbUp.set(1);
     } catch (error) {
@@ -95,25 +111,77 @@ export class AuditFollower {
     }
   }
 
+  /**
+   * Checks that the chain still holds the mesh's checkpoint, then moves the checkpoint up to the walker's
+   * head. A checkpoint the chain no longer holds stays where it is: the break is reported until resolved.
+   */
+  private async keepCheckpoint(walker: ChainWalker): Promise<void> {
+    const { checkpoint, metrics, onFinding, pool } = this.options;
+    const mesh = walker.meshId;
+    const entry = checkpoint.get(mesh);
+    if (entry) {
+      const verdict = await checkCheckpoint(pool, mesh, entry);
+      metrics.checkpointBroken.set({ mesh }, verdict.holds ? 0 : 1);
+      if (!verdict.holds) {
+        if (!this.reportedCheckpointBreaks.has(mesh)) {
+          this.reportedCheckpointBreaks.add(mesh);
+          onFinding({ kind: 'break', meshId: mesh, seq: entry.seq, id: 0, reason: verdict.message });
+        }
+        return;
+      }
+      this.reportedCheckpointBreaks.delete(mesh);
+    } else {
+      metrics.checkpointBroken.set({ mesh }, 0);
+    }
+    if (walker.seq > (entry?.seq ?? 0)) {
+      checkpoint.set(mesh, { seq: walker.seq, hash: walker.headHash });
+      this.checkpointDirty = true;
+    }
+  }
+
+  /** Writes the checkpoint file once per pass that moved it; a failed write is retried after the next. */
+  private async saveCheckpoint(): Promise<void> {
+    const { checkpoint, checkpointFile, metrics } = this.options;
+    if (!this.checkpointDirty || checkpointFile === undefined) return;
+    try {
+      await writeCheckpoint(checkpointFile, checkpoint);
+      this.checkpointDirty = false;
+    } catch (error) {
+      metrics.checkpointWriteFailures.inc();
+      console.error(`audit verifier: checkpoint ${checkpointFile} not written: ${(error as Error).message}`);
+    }
+  }
+
   private async export(walker: ChainWalker): Promise<void> {
-    const { metrics, pool } = this.options;
+    const { checkpoint, metrics, pool } = this.options;
     const mesh = walker.meshId;
     const lag = await pool.query<{ n: number }>(
       'SELECT count(*)::int AS n FROM audit_log WHERE mesh_id = $1 AND seq > $2',
       [mesh, walker.seq],
     );
-    metrics.verifiedSeq.set({ mesh }, walker.seq);
+    const checkpointSeq = checkpoint.get(mesh)?.seq ?? 0;
+    const checkpointBroken = this.reportedCheckpointBreaks.has(mesh) ? 1 : 0;
+    // What was verified stays verified: a walker behind the checkpoint (a rescan of a shortened chain, a
+    // progress row moved back in the database) does not move the exported seq back.
+    metrics.verifiedSeq.set({ mesh }, Math.max(walker.seq, checkpointSeq));
+    metrics.checkpointSeq.set({ mesh }, checkpointSeq);
     metrics.lagRows.set({ mesh }, lag.rows[0]?.n ?? 0);
-    metrics.breaks.set({ mesh }, walker.breaks);
+    // Counted with the broken rows too, so that whatever watches breaks (the dashboard) sees it.
+    metrics.breaks.set({ mesh }, walker.breaks + checkpointBroken);
     metrics.forks.set({ mesh }, walker.forks);
   }
 
   /**
-   * The meshes with audit rows: a loose index scan over audit_mesh_seq_idx (one index probe per mesh),
-   * not a DISTINCT over the whole table every pass.
+   * The meshes with audit rows and those the checkpoint knows. Those with rows: a loose index scan over
+   * audit_mesh_seq_idx (one index probe per mesh), not a DISTINCT over the whole table every pass.
    */
   private async meshIds(): Promise<string[]> {
     if (this.options.meshId) return [this.options.meshId];
+    // A mesh whose rows were all deleted has none left to find, but its checkpoint remembers it.
+    return [...new Set([...(await this.meshesWithRows()), ...this.options.checkpoint.keys()])].sort();
+  }
+
+  private async meshesWithRows(): Promise<string[]> {
     const { rows } = await this.options.pool.query<{ meshId: string }>(
       `WITH RECURSIVE m AS (
          (SELECT mesh_id FROM audit_log ORDER BY mesh_id LIMIT 1)

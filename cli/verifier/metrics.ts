@@ -10,7 +10,7 @@ export class VerifierMetrics {
 
   readonly verifiedSeq = new Gauge({
     name: 'mesh_broker_audit_verifier_verified_seq',
-    help: 'The seq of the last audit chain row the independent verifier checked, per mesh',
+    help: 'The seq of the last audit chain row the independent verifier checked, per mesh (never goes back: rows deleted below it show in checkpoint_broken)',
     labelNames: ['mesh'],
     registers: [this.registry],
   });
@@ -24,8 +24,28 @@ export class VerifierMetrics {
 
   readonly breaks = new Gauge({
     name: 'mesh_broker_audit_verifier_breaks',
-    help: 'Rows of the mesh whose hash or link does not hold, as found so far',
+    help: 'Rows of the mesh whose hash or link does not hold, as found so far, plus 1 while its chain no longer holds the checkpoint',
     labelNames: ['mesh'],
+    registers: [this.registry],
+  });
+
+  readonly checkpointBroken = new Gauge({
+    name: 'mesh_broker_audit_verifier_checkpoint_broken',
+    help: '1 while the chain of the mesh is shorter than, or diverges from, the verifier checkpoint (rows deleted or rewritten), else 0',
+    labelNames: ['mesh'],
+    registers: [this.registry],
+  });
+
+  readonly checkpointSeq = new Gauge({
+    name: 'mesh_broker_audit_verifier_checkpoint_seq',
+    help: 'The seq of the row the verifier checkpoint holds for the mesh (it never goes back)',
+    labelNames: ['mesh'],
+    registers: [this.registry],
+  });
+
+  readonly checkpointWriteFailures = new Counter({
+    name: 'mesh_broker_audit_verifier_checkpoint_write_failures_total',
+    help: 'Failed writes of the checkpoint file (retried after the next pass)',
     registers: [this.registry],
   });
 
@@ -52,6 +72,7 @@ export class VerifierMetrics {
   constructor(nodeId: string) {
     this.registry.setDefaultLabels({ node: nodeId });
     for (const kind of ['incremental', 'rescan']) this.passes.inc({ kind }, 0);
+    this.checkpointWriteFailures.inc(0);
   }
 
   /** GET /metrics (and /health, for compose health checks). */

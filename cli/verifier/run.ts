@@ -1,10 +1,12 @@
 /**
- * `workbench audit verify --follow`: runs the AuditFollower every `intervalMs` until SIGTERM/SIGINT and
- * serves what it found on its own /metrics. Prints one line per finding and one when it listens.
+ * `workbench audit verify --follow [--checkpoint FILE]`: runs the AuditFollower every `intervalMs` until
+ * SIGTERM/SIGINT and serves what it found on its own /metrics. Prints one line per finding and one when it
+ * listens. The checkpoint file is read (a corrupt one refused) before anything else happens.
  */
 import { hostname } from 'node:os';
 import type { Finding } from '../../broker/audit/chain-walker.js';
 import { createPool } from '../../broker/db/pool.js';
+import { type Checkpoint, checkWritable, readCheckpoint } from './checkpoint.js';
 import { AuditFollower } from './follow.js';
 import { VerifierMetrics } from './metrics.js';
 
@@ -15,9 +17,12 @@ export interface RunOptions {
   rescanMs: number;
   host: string;
   port: number;
+  /** Where the checkpoint is kept; without it, in memory only (tail deletion is still seen while it runs). */
+  checkpointFile?: string;
 }
 
 export async function runVerifier(options: RunOptions): Promise<number> {
+  const checkpoint = await loadCheckpoint(options.checkpointFile);
   const nodeId = process.env.NODE_ID || `audit-verifier-${hostname()}`;
   const metrics = new VerifierMetrics(nodeId);
   const pool = createPool(options.databaseUrl, { max: 2, applicationName: 'workbench-audit-verifier' });
@@ -34,6 +39,8 @@ export async function runVerifier(options: RunOptions): Promise<number> {
     meshId: options.meshId,
     gapGraceMs: Math.max(5000, 2 * options.intervalMs),
     onFinding,
+    checkpoint,
+    checkpointFile: options.checkpointFile,
   });
 
   let stopping = false;
@@ -67,4 +74,16 @@ export async function runVerifier(options: RunOptions): Promise<number> {
   await new Promise((resolve) => server.close(resolve));
   await pool.end();
   return 0;
+}
+
+async function loadCheckpoint(file: string | undefined): Promise<Checkpoint> {
+  if (file === undefined) return new Map();
+  const checkpoint = await readCheckpoint(file);
+  await checkWritable(file);
+  console.log(
+    checkpoint
+      ? `audit verifier: checkpoint ${file}: ${checkpoint.size} mesh${checkpoint.size === 1 ? '' : 'es'}`
+      : `audit verifier: checkpoint ${file}: no such file yet, starting fresh`,
+  );
+  return checkpoint ?? new Map();
 }
