@@ -111,6 +111,44 @@ describe('workbench audit verify --follow (the independent verifier)', () => {
     expect(await verifier.stop()).toBe(0);
   });
 
+  it('sees a deleted tail while it runs even without a checkpoint file, and its verified seq does not go back', async () => {
+    const mesh = randomUUID();
+    const ten = await chain(mesh, 1, 10, GENESIS);
+    const twelve = await chain(mesh, 11, 12, ten);
+    const verifier = await startVerifier(db.url, [
+      '--interval-ms',
+      '100',
+      '--rescan-ms',
+      '300',
+      '--mesh',
+      mesh,
+    ]);
+    running.push(verifier);
+    await until(verifier, 'mesh_broker_audit_verifier_verified_seq', mesh, 12);
+
+    await db.query('ALTER TABLE audit_log DISABLE TRIGGER audit_log_append_only');
+    try {
+      await db.query('DELETE FROM audit_log WHERE mesh_id = $1 AND seq > 10', [mesh]);
+    } finally {
+      await db.query('ALTER TABLE audit_log ENABLE TRIGGER audit_log_append_only');
+    }
+    // The next writer takes seq 11 again, linked to seq 10: the chain verifies from genesis.
+    await append(mesh, 11, ten, 'after the deletion');
+    const rescans = async () =>
+      seriesValue(await scrape(verifier.url), 'mesh_broker_audit_verifier_passes_total', {
+        kind: 'rescan',
+      }) ?? 0;
+    const from = await rescans();
+    await waitFor(async () => (await rescans()) >= from + 2, { timeoutMs: 10_000, what: 'two rescans' });
+    const text = await scrape(verifier.url);
+    expect(seriesValue(text, 'mesh_broker_audit_verifier_verified_seq', { mesh })).toBe(12);
+    expect(seriesValue(text, 'mesh_broker_audit_verifier_checkpoint_broken', { mesh })).toBe(1);
+    expect(seriesValue(text, 'mesh_broker_audit_verifier_breaks', { mesh })).toBe(1);
+    expect(verifier.output()).toContain(
+      `BREAK  mesh ${mesh} seq 12 (row id 0): mesh ${mesh}: chain shorter than the checkpoint: the checkpoint says seq 12 has hash ${twelve}`,
+    );
+  });
+
   it('reports a fork per mesh, and a restarted verifier goes on from its table', async () => {
     const mesh = randomUUID();
     const one = await chain(mesh, 1, 1, GENESIS);
