@@ -4,7 +4,8 @@
  *
  * Hot queries and the index that serves each (keep this list true when a query changes):
  * - hello: member by (mesh, pubkey)                   → members_mesh_pubkey_uq
- * - hello: who owns a session id                      → presence primary key
+ * - hello: who owns a session id                      → session_bindings primary key
+ * - hello: a member's least recently used session ids → session_bindings_member_idx
  * - drain / reaper: presence rows of one node         → presence_node_idx
  * - peers.list / mesh-wide events: presence of a mesh → presence_mesh_idx
  * - send retry: message by (mesh, sender, client id)  → messages_sender_client_uq
@@ -99,6 +100,25 @@ export const presence = pgTable(
     index('presence_mesh_idx').on(t.meshId),
     index('presence_member_idx').on(t.memberId),
   ],
+);
+
+/**
+ * Which member a session id belongs to (docs/presence.md § Session ids): written at the first accepted
+ * hello of the session, refreshed at every later one, and outliving the presence row by far, so that no
+ * other member can say hello with the id once the session's grace period is over. Bounded per member
+ * (broker/presence/session-bindings.ts): past the bound, the member's least recently used ids go.
+ */
+export const sessionBindings = pgTable(
+  'session_bindings',
+  {
+    sessionId: uuid('session_id').primaryKey(),
+    memberId: bigint('member_id', { mode: 'number' })
+      .notNull()
+      .references(() => members.id, { onDelete: 'cascade' }),
+    boundAt: timestamp('bound_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+    lastHelloAt: timestamp('last_hello_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+  },
+  (t) => [index('session_bindings_member_idx').on(t.memberId, t.lastHelloAt)],
 );
 
 export const messages = pgTable(

@@ -1,7 +1,13 @@
 /**
  * Admission of a hello: every check between "a hello frame arrived" and "this is session S of member M",
- * in the order that keeps them cheap and safe (signature before nonce, so a forged hello cannot burn a
- * real peer's nonce).
+ * in the order that keeps them cheap and safe:
+ * - what costs nothing but CPU first (timestamp skew, signature), then one indexed read (the member);
+ *   a hello from outside the mesh (unknown mesh or key, revoked, forged) is refused there, having written
+ *   nothing: non-members cost a signature check and a lookup, never storage (issue 17, item 8);
+ * - then the nonce, claimed only for a verified member, after the signature so a forged hello cannot burn
+ *   a real peer's nonce;
+ * - then the session id's binding to its member (written once, refreshed after), which no other member
+ *   can take over, however long the session has been gone (issue 17, item 6).
  */
 
 import { CloseCode } from '../../protocol/errors.js';
@@ -37,13 +43,15 @@ export class HelloAdmission {
     const reject = (reason: string) => new HelloRejected(CloseCode.helloRejected, reason);
     if (Math.abs(Date.now() - hello.ts) > skewMs) throw reject('timestamp outside the allowed skew');
     if (!helloSignatureValid(hello)) throw reject('bad signature');
-    if (!(await presence.claimNonce(hello.nonce))) throw reject('nonce already used');
     const member = await directory.findMember(hello.meshId, hello.pubkey);
     if (!member) throw reject('unknown member');
     if (member.revokedAt) throw new HelloRejected(CloseCode.memberRevoked, 'member revoked');
+    if (!(await presence.claimNonce(hello.nonce))) throw reject('nonce already used');
     const sessionId = hello.sessionId.toLowerCase();
-    const owner = await presence.ownerOf(sessionId);
-    if (owner !== undefined && owner !== member.id) throw reject('session belongs to another member');
+    if (!(await presence.bindSession(sessionId, member.id))) {
+      // The squatter's socket is refused; the owner's sessions are not touched.
+      throw reject('session belongs to another member');
+    }
     const groups = hello.groups ?? [];
     if (groups.join('\n') !== member.groups.join('\n')) await directory.setGroups(member.id, groups);
     return {

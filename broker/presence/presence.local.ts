@@ -3,6 +3,7 @@ import type { Pool } from '../db/pool.js';
 import type { NonceGuard } from '../hello/nonces.js';
 import type { Logger } from '../log.js';
 import type { Presence, PresenceEntry, PresenceEvents } from './presence.js';
+import type { SessionBindings } from './session-bindings.js';
 
 interface LocalSession {
   identity: SessionIdentity;
@@ -18,6 +19,8 @@ export interface LocalPresenceOptions {
   graceMs: number;
   events: PresenceEvents;
   nonces: NonceGuard;
+  /** Session id → member, kept long after the grace period (shared with the other implementation). */
+  bindings: SessionBindings;
   /** The sessions connected to this node now (taken over when the row flips back to local). */
   connected: () => SessionIdentity[];
   log: Logger;
@@ -173,15 +176,8 @@ export class LocalPresence implements Presence {
     return true;
   }
 
-  async ownerOf(sessionId: string): Promise<number | undefined> {
-    const local = this.sessions.get(sessionId);
-    if (local) return local.identity.memberId;
-    // Another node's (or an earlier run's) row still names the session's member: never hand it to another.
-    const result = await this.options.pool.query<{ memberId: number }>(
-      'SELECT member_id AS "memberId" FROM presence WHERE session_id = $1',
-      [sessionId],
-    );
-    return result.rows[0]?.memberId;
+  bindSession(sessionId: string, memberId: number): Promise<boolean> {
+    return this.options.bindings.bind(sessionId, memberId);
   }
 
   async list(meshId: string): Promise<PresenceEntry[]> {

@@ -6,6 +6,7 @@ import { HelloRejected } from '../hello/admission.js';
 import type { NonceGuard } from '../hello/nonces.js';
 import type { Logger } from '../log.js';
 import type { Presence, PresenceEntry, PresenceEvents, PresenceFrame } from './presence.js';
+import type { SessionBindings } from './session-bindings.js';
 
 export interface SharedPresenceOptions {
   pool: Pool;
@@ -21,6 +22,8 @@ export interface SharedPresenceOptions {
   kickLocal: (sessionId: string) => void;
   /** Cluster-wide nonces (Redis), falling back to this node's memory while Redis is unreachable. */
   nonces: NonceGuard;
+  /** Session id → member, kept long after the grace period (shared with the other implementation). */
+  bindings: SessionBindings;
   log: Logger;
 }
 
@@ -162,12 +165,8 @@ export class SharedPresence implements Presence {
     return true;
   }
 
-  async ownerOf(sessionId: string): Promise<number | undefined> {
-    const result = await this.options.pool.query<{ memberId: number }>(
-      'SELECT member_id AS "memberId" FROM presence WHERE session_id = $1',
-      [sessionId],
-    );
-    return result.rows[0]?.memberId;
+  bindSession(sessionId: string, memberId: number): Promise<boolean> {
+    return this.options.bindings.bind(sessionId, memberId);
   }
 
   async list(meshId: string): Promise<PresenceEntry[]> {

@@ -13,6 +13,9 @@
  * - Events go to the `PresenceEvents` handler the node registered; it fans them out to sockets.
  * - `claimNonce` is true the first time a nonce is seen within the window in which its hello's timestamp
  *   is acceptable (twice the allowed skew), false for every later attempt (see hello/nonces.ts).
+ * - `bindSession` binds a session id to the member of its first accepted hello, for far longer than the
+ *   presence row lives (session-bindings.ts): another member's hello with the id is refused, whether the
+ *   session is connected, in its grace period or long gone, on any node and across flips.
  * - `close` (node shutdown) clears only this node's sessions.
  */
 
@@ -35,7 +38,7 @@ export interface Presence extends Lifecycle {
   leave(session: SessionIdentity): Promise<void>;
   /** Records a session's reported status and emits `peer.status`; false when the session is unknown. */
   setStatus(sessionId: string, status: string): Promise<boolean>;
-  /** The member id that holds `sessionId`, if any node knows the session. */
-  ownerOf(sessionId: string): Promise<number | undefined>;
+  /** Binds `sessionId` to `memberId` (or confirms it); false when it belongs to another member. */
+  bindSession(sessionId: string, memberId: number): Promise<boolean>;
   list(meshId: string): Promise<PresenceEntry[]>;
 }

@@ -9,6 +9,7 @@ import { defineRow } from '../rows/row.js';
 import type { Presence } from './presence.js';
 import { LocalPresence } from './presence.local.js';
 import { SharedPresence } from './presence.shared.js';
+import { SessionBindings } from './session-bindings.js';
 
 export const presenceRow = defineRow<Presence, RowContext>({
   flag: 'ha.presence',
@@ -16,6 +17,8 @@ export const presenceRow = defineRow<Presence, RowContext>({
   doc: 'docs/presence.md',
   build: ({ config, pool, log, metrics, connections, sinks, redis, redisGuard, bus }) => {
     const localNonces = new LocalNonceGuard(2 * config.helloSkewMs);
+    // One table, whichever implementation runs: a flip must never free a session id.
+    const bindings = new SessionBindings(pool);
     const connected = () => connections.all().flatMap((c) => (c.identity ? [c.identity] : []));
     return {
       local: new LocalPresence({
@@ -24,6 +27,7 @@ export const presenceRow = defineRow<Presence, RowContext>({
         graceMs: config.presenceGraceMs,
         events: sinks.presenceEvents,
         nonces: localNonces,
+        bindings,
         connected,
         log,
       }),
@@ -44,6 +48,7 @@ export const presenceRow = defineRow<Presence, RowContext>({
           () => metrics.redisFallbacks.inc({ row: 'nonces' }),
           log,
         ),
+        bindings,
         log,
       }),
       relays: [{ kind: 'presence.event', handle: (meshId, frame) => sinks.presenceRelay(meshId, frame) }],

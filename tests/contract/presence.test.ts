@@ -1,12 +1,16 @@
 /**
  * Contract of `Presence` (broker/presence/presence.ts), against LocalPresence (one node, `ha.presence`
  * off) and SharedPresence (two nodes, on): attach / reattach within the grace period, detach then one
- * `peer.left`, leave at once, claimNonce once, setStatus, close clearing only its node's sessions, and
- * the flag flipped there and back twice with sessions joining, leaving and inside their grace period.
+ * `peer.left`, leave at once, claimNonce once (and only for members: refusing a non-member stores
+ * nothing), bindSession (a session id stays its member's long after the grace period, across nodes and
+ * flips), setStatus, close clearing only its node's sessions, and the flag flipped there and back twice
+ * with sessions joining, leaving and inside their grace period.
  */
 import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import type { MeshClient } from '../../client/client.js';
+import { generateMemberKeys } from '../../client/keys.js';
 import type { PeerJoined, PeerLeft, PeerStatus } from '../../protocol/frames.js';
 import type { TestNode } from '../helpers/broker.js';
 import { helloFrame, rawSession } from '../helpers/hello.js';
@@ -35,10 +39,19 @@ function leaves(observer: MeshClient, sessionId: string, timeoutMs = GRACE_MS + 
     );
 }
 
-async function helloRejection(node: TestNode, hello: object) {
+/** The close that refused a hello, or `{code: 0, reason: 'welcomed'}` when the node accepted it. */
+async function helloRejection(node: TestNode, hello: object): Promise<{ code: number; reason: string }> {
   const socket = await RawSocket.open(node.wsUrl);
   socket.send(hello);
-  return socket.closed;
+  const welcomed = socket
+    .next((frame) => frame.type === 'welcome', 10_000)
+    .then(
+      () => ({ code: 0, reason: 'welcomed' }),
+      () => new Promise<never>(() => {}), // closed first: the close is the answer
+    );
+  const outcome = await Promise.race([socket.closed, welcomed]);
+  socket.close();
+  return outcome;
 }
 
 describe.each(WORLDS)('Presence contract, %s', (kind) => {
@@ -171,6 +184,73 @@ describe.each(WORLDS)('Presence contract, %s', (kind) => {
     );
     expect((await first.closed).code).toBe(4409);
     again.close();
+  });
+
+  it("bindSession: after its grace period a session id stays its member's, on every node and across a flip there and back: another member's hello is refused (4401, the squatter's socket), the owner comes back untouched", async () => {
+    const mesh = await world.mesh(3);
+    const [, ownerKeys, squatterKeys] = mesh.members;
+    const observer = await world.peer(world.a, mesh, mesh.members[0]!);
+    const sessionId = randomUUID();
+    const first = await rawSession(world.a.wsUrl, helloFrame(mesh, ownerKeys!, { sessionId }));
+    const left = leaves(observer, sessionId);
+    first.close();
+    expect(await left).toBe(true); // the grace period is over: no presence row holds the id
+    const refusal = { code: 4401, reason: 'session belongs to another member' };
+    for (const node of [world.b, world.a]) {
+      expect(await helloRejection(node, helloFrame(mesh, squatterKeys!, { sessionId }))).toEqual(refusal);
+    }
+    const owner = await world.peer(world.b, mesh, ownerKeys!, { sessionId });
+    const refusedOwner: number[] = [];
+    owner.on('disconnected', (event) => refusedOwner.push(event.code));
+    // While the owner is connected, and once more after it left, through a flip there and back.
+    expect(await helloRejection(world.a, helloFrame(mesh, squatterKeys!, { sessionId }))).toEqual(refusal);
+    const gone = leaves(observer, sessionId);
+    owner.close();
+    expect(await gone).toBe(true);
+    for (const target of [!world.home, world.home]) {
+      await world.flip(target);
+      expect(await helloRejection(world.b, helloFrame(mesh, squatterKeys!, { sessionId }))).toEqual(refusal);
+    }
+    const back = await world.peer(world.a, mesh, ownerKeys!, { sessionId });
+    expect(back.connected).toBe(true);
+    expect(refusedOwner).toEqual([]);
+  }, 40_000);
+
+  it("claimNonce only for members: hellos from outside the mesh (unknown key or mesh, revoked), each with a fresh nonce, are refused without storing one (no Redis key under the nodes' prefix), and their nonces stay free for a member", async () => {
+    const mesh = await world.mesh(3);
+    const revoked = mesh.members[2]!;
+    const response = await world.a.admin(`/admin/meshes/${mesh.meshId}/members/${revoked.pubkey}/revoke`, {
+      method: 'POST',
+    });
+    expect(response.status).toBe(200);
+    const redis = new Redis('redis://127.0.0.1:6379', { lazyConnect: true, maxRetriesPerRequest: 1 });
+    await redis.connect();
+    try {
+      const nonceKeys = async () => (await redis.keys(`${world.prefix}nonce:*`)).sort();
+      const before = await nonceKeys();
+      const hellos = Array.from({ length: 30 }, (_, i) =>
+        i % 3 === 0
+          ? helloFrame(mesh, generateMemberKeys())
+          : i % 3 === 1
+            ? helloFrame({ ...mesh, meshId: randomUUID() }, mesh.members[0]!)
+            : helloFrame(mesh, revoked),
+      );
+      const closes = await Promise.all(
+        hellos.map((hello, i) => helloRejection(i % 2 === 0 ? world.a : world.b, hello)),
+      );
+      expect(closes.map((c) => c.code)).toEqual(hellos.map((_, i) => (i % 3 === 2 ? 4403 : 4401)));
+      expect(await nonceKeys()).toEqual(before);
+      // Nothing remembered in memory either: each of those nonces is accepted once from a member.
+      for (const [i, hello] of hellos.slice(0, 6).entries()) {
+        const node = i % 2 === 0 ? world.a : world.b;
+        const reused = helloFrame(mesh, mesh.members[1]!, { nonce: hello.nonce });
+        expect(await helloRejection(node, reused)).toEqual({ code: 0, reason: 'welcomed' });
+      }
+      // A member's accepted hello is what stores a nonce (in Redis with ha.presence).
+      if (world.flagValue()) expect((await nonceKeys()).length).toBe(before.length + 6);
+    } finally {
+      redis.disconnect();
+    }
   });
 
   it('setStatus: a status reported through any node reaches the mesh as peer.status and in peers.list; an unknown session is not_found', async () => {
