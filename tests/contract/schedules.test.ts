@@ -19,6 +19,8 @@ import { flipSequence, useWorld, WORLDS } from './harness.js';
 
 type Created = Frame & { scheduleId: string; nextFireAt: number };
 
+const SEND_BURST = 40;
+
 /** Messages a recipient gets, by scheduleId (after the SDK's dedup by messageId). */
 function occurrences(client: MeshClient): Map<string, Message[]> {
   const bySchedule = new Map<string, Message[]>();
@@ -32,7 +34,14 @@ function occurrences(client: MeshClient): Map<string, Message[]> {
 describe.each(WORLDS)('Scheduler contract, %s', (kind) => {
   const world = useWorld(kind, {
     flag: 'ha.schedules',
-    env: { SCHEDULE_POLL_MS: '100', SCHEDULE_MAX_PER_MEMBER: '1000' },
+    // Every occurrence takes from its creator's send limit: a burst above what one test fires per member
+    // (the 30 due at once and a marker), within one 10 s burst window (40 per 10 s, 240 a minute).
+    env: {
+      SCHEDULE_POLL_MS: '100',
+      SCHEDULE_MAX_PER_MEMBER: '1000',
+      SEND_BURST: String(SEND_BURST),
+      SEND_RATE_PER_MIN: '240',
+    },
   });
 
   /**
@@ -154,6 +163,43 @@ describe.each(WORLDS)('Scheduler contract, %s', (kind) => {
     const later = await create(creator, mesh.members[1]!.pubkey, 'later', 900);
     await waitFor(() => got.has(later.scheduleId), { what: 'the later schedule' });
     expect(got.has(doomed.scheduleId)).toBe(false);
+  });
+
+  it('each occurrence takes from the creator’s send limit, cluster-wide: of 50 due at once through every node, the burst is delivered and the rest skipped as rate_limited', async () => {
+    const mesh = await world.mesh(2);
+    const recipient = await world.peer(world.b, mesh, mesh.members[1]!);
+    const got = occurrences(recipient);
+    const creator = await creators(mesh);
+    const sessions = world.flagValue() ? [creator.onA, creator.onB] : [await creator.now()];
+    const at = Date.now() + 1000;
+    const ids: string[] = [];
+    for (let i = 0; i < 50; i++) {
+      const to = i % 2 === 0 ? mesh.members[1]!.pubkey : '*';
+      const created = await sessions[i % sessions.length]!.request<Created>({
+        type: 'schedule.create',
+        to,
+        body: `flood ${i}`,
+        at,
+      });
+      ids.push(created.scheduleId);
+    }
+    const decided = async () =>
+      (
+        await sessions[0]!.request<
+          Frame & { entries: Array<{ eventType: string; payload: { reason?: string } }> }
+        >({ type: 'audit.query', limit: 1000 })
+      ).entries.filter((e) => e.eventType === 'schedule.fired' || e.eventType === 'schedule.skipped');
+    await waitFor(async () => (await decided()).length === 50, { timeoutMs: 15_000, what: '50 decided' });
+    await waitFor(() => [...got.values()].flat().length >= SEND_BURST, { what: 'the burst delivered' });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    // All fired within one burst window, from one bucket whichever node fired them.
+    expect(ids.filter((id) => got.has(id)).length).toBe(SEND_BURST);
+    const skipped = (await decided()).filter((e) => e.eventType === 'schedule.skipped');
+    expect(skipped.map((e) => e.payload.reason)).toEqual(Array(50 - SEND_BURST).fill('rate_limited'));
+    const { schedules } = await sessions[0]!.request<Frame & { schedules: unknown[] }>({
+      type: 'schedule.list',
+    });
+    expect(schedules).toEqual([]); // a skipped one-shot is over, like a fired one
   });
 
   it('flips ha.schedules there and back twice: schedules created in every phase, and pending across each flip, fire exactly once', async () => {

@@ -8,6 +8,7 @@
  *
  * The targets are this test's own HTTP server (WATCH_ALLOW_PRIVATE=true), which records every poll.
  */
+import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,6 +18,9 @@ import { waitFor } from '../helpers/wait.js';
 import { flipSequence, useWorld, WORLDS } from './harness.js';
 
 const INTERVAL_SEC = 5; // the protocol's minimum
+/** The node defaults: a burst of 10, then 60 a minute (a 10 s burst window). */
+const SEND_BURST = 10;
+const MAX_BODY_BYTES = 32 * 1024;
 
 /** The test's web site: `/<name>` answers `{"state": <value>}` (or `status`); every request is logged. */
 const site = {
@@ -178,6 +182,56 @@ describe.each(WORLDS)('WatchRunner contract, %s', (kind) => {
     expect(seen.map((t) => t.watchId)).toEqual([ready.watchId]);
     await remove(creator, broken.watchId, ready.watchId);
   });
+
+  it('a notification is at most MAX_BODY_BYTES: a value too large is carried as its sha256, its size and an excerpt', async () => {
+    const mesh = await world.mesh(1);
+    const creator = await world.peer(world.a, mesh, mesh.members[0]!);
+    const seen = triggered(creator);
+    const big = 'v'.repeat(200 * 1024);
+    const created = await create(creator, path(big), { notifyOn: 'not_match:small' });
+    try {
+      await waitFor(() => seen.length === 1, { timeoutMs: 5000, what: 'the first-poll notification' });
+      expect(seen[0]!.newValue).toEqual({
+        sha256: createHash('sha256').update(big).digest('hex'),
+        bytes: big.length,
+        excerpt: expect.stringMatching(/^v{1000,}$/),
+      });
+      const stored = await world.db.query<{ bytes: number }>(
+        "SELECT max(octet_length(body))::int AS bytes FROM messages WHERE kind = 'watch.triggered'",
+      );
+      expect(stored.rows[0]!.bytes).toBeLessThanOrEqual(MAX_BODY_BYTES);
+    } finally {
+      await remove(creator, created.watchId);
+    }
+  });
+
+  it('a notification takes from the member’s send limit (one bucket on every node); one held back arrives at a later poll, once', async () => {
+    const mesh = await world.mesh(2);
+    const creator = await world.peer(world.a, mesh, mesh.members[0]!);
+    const elsewhere = await world.peer(world.b, mesh, mesh.members[0]!);
+    // The member spends its whole burst through the other node.
+    for (let i = 0; i < SEND_BURST; i++)
+      await elsewhere.request({ type: 'send', id: `spend-${i}`, to: mesh.members[1]!.pubkey, body: 'x' });
+    const seen = triggered(creator);
+    const created = await create(creator, path('ready'), { notifyOn: 'match:ready' });
+    try {
+      await waitFor(
+        async () => (await watch(creator, created.watchId))?.lastError?.includes('held back') === true,
+        {
+          timeoutMs: 3000,
+          what: 'the first poll, held back',
+        },
+      );
+      expect(seen).toEqual([]);
+      // The burst window is 10 s: a later poll (every 5 s) notifies once the bucket refilled.
+      await waitFor(() => seen.length === 1, { timeoutMs: 20_000, what: 'the held notification' });
+      expect(seen[0]).toMatchObject({ watchId: created.watchId, oldValue: null, newValue: 'ready' });
+      await new Promise((resolve) => setTimeout(resolve, INTERVAL_SEC * 1000 + 500));
+      expect(seen).toHaveLength(1);
+    } finally {
+      await remove(creator, created.watchId);
+    }
+  }, 45_000);
 
   it('flips ha.watches there and back twice: the watch is polled again after every flip (within its interval) and notifies exactly when its value becomes the match', async () => {
     const mesh = await world.mesh(1);
