@@ -66,7 +66,8 @@ describe('workbench audit verify --follow (the independent verifier)', () => {
       expect(result.code, args.join(' ')).toBe(2);
       expect(result.stderr).toMatch(/workbench audit: .*(--interval-ms|--metrics-port|--json|--follow)/);
     }
-  });
+    // Six process starts: on shared cores each can take seconds.
+  }, 90_000);
 
   it('follows the chain as rows are appended, remembers how far it got, and names tampered rows', async () => {
     const mesh = randomUUID();
