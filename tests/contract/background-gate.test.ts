@@ -41,7 +41,13 @@ function changes(node: TestNode): boolean[] & { stop(): void } {
 describe.each(WORLDS)('BackgroundGate contract, %s', (kind) => {
   const world = useWorld(kind, {
     flag: 'ha.active-lease',
-    env: { ACTIVE_LEASE_TTL_MS: String(LEASE_TTL_MS), SCHEDULE_MAX_PER_MEMBER: '1000' },
+    // Occurrences take from the creator's send limit (issue 17): a quota above the copies fired here.
+    env: {
+      ACTIVE_LEASE_TTL_MS: String(LEASE_TTL_MS),
+      SCHEDULE_MAX_PER_MEMBER: '1000',
+      SEND_BURST: '1000',
+      SEND_RATE_PER_MIN: '100000',
+    },
     sharedFlags: { 'ha.schedules': false, 'ha.watches': false },
   });
   const main = () => (world.a === world.b ? [world.a] : [world.a, world.b]);
