@@ -15,13 +15,16 @@ sleeper=""
 console_pid=""
 trap 'trap - EXIT; [ -n "$sleeper" ] && kill "$sleeper" 2>/dev/null; [ -n "$console_pid" ] && kill "$console_pid" 2>/dev/null && wait "$console_pid" 2>/dev/null; node dist/cli/main.js down; exit 0' INT TERM EXIT
 
-# The console page (docs/console.md) in the background, logging to .workbench/logs/console.log, where
-# it writes its URL once it has polled the cluster (CONSOLE_PORT=0 picks a free port).
-node dist/cli/main.js console --port "${CONSOLE_PORT:-8090}" > .workbench/logs/console.log 2>&1 &
+# The console page (docs/console.md) in the background, logging to .workbench/logs/console.log (the
+# owner's only, like the folder). Its URL carries its key, so the log never shows it: the console writes
+# it to .workbench/console.url (0600) once it has polled the cluster, and it is printed below, to this
+# terminal only (CONSOLE_PORT=0 picks a free port).
+rm -f .workbench/console.url .workbench/logs/console.log # an older log may be 0644: made anew
+(umask 077 && exec node dist/cli/main.js console --port "${CONSOLE_PORT:-8090}" > .workbench/logs/console.log 2>&1) &
 console_pid=$!
 console_url=""
 for _ in $(seq 50); do
-  console_url="$(sed -n 's/^console: \(http[^ ]*\).*/\1/p' .workbench/logs/console.log)"
+  console_url="$(cat .workbench/console.url 2>/dev/null || true)"
   [ -n "$console_url" ] || ! kill -0 "$console_pid" 2>/dev/null && break
   sleep 0.2
 done

@@ -3,14 +3,18 @@
  * Redis (a database and a key prefix of its own), and a load balancer running the phase's Traefik file:
  * Traefik itself when a `traefik` binary is on PATH, else HAProxy configured from it. Its
  * state lives in `.workbench/` of the working directory: cluster.json, logs, the flags of the running
- * environment (a copy of the phase preset, so flips never edit the repository's files).
+ * environment (a copy of the phase preset, so flips never edit the repository's files). The folder and its
+ * logs are the owner's only (0700/0600): cluster.json holds the admin token, and a log may hold what a
+ * process printed (other accounts of the machine must not read either).
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
+  chmodSync,
   closeSync,
   copyFileSync,
   existsSync,
+  fchmodSync,
   mkdirSync,
   openSync,
   readFileSync,
@@ -95,6 +99,29 @@ const TUNABLE_BROKER_SETTINGS = [
 
 export const stateDir = (cwd = process.cwd()) => join(cwd, '.workbench');
 export const clusterFilePath = (cwd = process.cwd()) => join(stateDir(cwd), 'cluster.json');
+
+const PRIVATE_DIR = 0o700;
+const PRIVATE_FILE = 0o600;
+
+/**
+ * Creates `.workbench/` and its `logs/` and `flags/` for the owner only. `mode` applies only to a folder
+ * mkdir creates, so a folder left by an older workbench (0755) is narrowed too.
+ */
+export function ensurePrivateStateDir(cwd = process.cwd()): string {
+  const dir = stateDir(cwd);
+  for (const folder of [dir, join(dir, 'logs'), join(dir, 'flags')]) {
+    mkdirSync(folder, { recursive: true, mode: PRIVATE_DIR });
+    chmodSync(folder, PRIVATE_DIR);
+  }
+  return dir;
+}
+
+/** A log under `.workbench/logs/` opened for appending, the owner's only (an older one 0644 is narrowed). */
+function openPrivateLog(dir: string, name: string): number {
+  const fd = openSync(join(dir, 'logs', name), 'a', PRIVATE_FILE);
+  fchmodSync(fd, PRIVATE_FILE);
+  return fd;
+}
 
 export function readCluster(cwd = process.cwd()): ClusterFile | undefined {
   const path = clusterFilePath(cwd);
@@ -186,9 +213,7 @@ export async function up(options: UpOptions): Promise<ClusterFile> {
       `phase ${options.phase} routes to ${hosts.length} brokers (${hosts.join(', ')}); --nodes must be at least that`,
     );
   }
-  const dir = stateDir(cwd);
-  mkdirSync(join(dir, 'logs'), { recursive: true });
-  mkdirSync(join(dir, 'flags'), { recursive: true });
+  const dir = ensurePrivateStateDir(cwd);
   const flagsEnv = options.environment ?? `phase${options.phase}`;
   const presetPhase = options.flagsPhase ?? options.phase;
   copyFileSync(
@@ -290,7 +315,7 @@ function startLoadBalancer(
   },
 ): ChildProcess {
   const { dir, cwd, bind, addresses } = options;
-  const log = openSync(join(dir, 'logs', `${kind}.log`), 'a');
+  const log = openPrivateLog(dir, `${kind}.log`);
   let args: string[];
   if (kind === 'haproxy') {
     const cfg = join(dir, 'haproxy.cfg');
@@ -312,7 +337,9 @@ function startLoadBalancer(
 }
 
 function writeCluster(cwd: string, cluster: ClusterFile): void {
-  writeFileSync(clusterFilePath(cwd), `${JSON.stringify(cluster, null, 2)}\n`, { mode: 0o600 });
+  const path = clusterFilePath(cwd);
+  writeFileSync(path, `${JSON.stringify(cluster, null, 2)}\n`, { mode: PRIVATE_FILE });
+  chmodSync(path, PRIVATE_FILE); // `mode` applies only to a file writeFileSync creates
 }
 
 /** What every broker of a cluster shares; a node adds its id and port. */
@@ -323,7 +350,7 @@ type BrokerBase = Pick<
 
 /** One broker process (compiled JS), detached, logging to `.workbench/logs/<id>.log`. */
 function spawnBroker(base: BrokerBase, id: string, port: number): ChildProcess {
-  const logFd = openSync(join(stateDir(base.cwd), 'logs', `${id}.log`), 'a');
+  const logFd = openPrivateLog(stateDir(base.cwd), `${id}.log`);
   const child = spawn(process.execPath, [join(packageRoot(), 'dist', 'cli', 'main.js'), 'broker'], {
     cwd: base.cwd,
     env: {

@@ -1,10 +1,14 @@
 /**
  * `workbench console [--port P]`: the console page of the local cluster in the working directory
- * (.workbench/cluster.json), served on 127.0.0.1 until SIGTERM/SIGINT. Prints its URL. The cluster is read
- * once at start: after a new `workbench up`, start the console again.
+ * (.workbench/cluster.json), served on 127.0.0.1 until SIGTERM/SIGINT. The cluster is read once at start:
+ * after a new `workbench up`, start the console again.
+ *
+ * Its URL carries its key. It goes to .workbench/console.url (0600), and is printed whole only to a
+ * terminal: when standard output is a file or a pipe (a log), the line names the file instead.
  */
 import { randomBytes } from 'node:crypto';
 import { userInfo } from 'node:os';
+import { relative } from 'node:path';
 import { Redis } from 'ioredis';
 import { createPool } from '../../broker/db/pool.js';
 import { fileFlagsAccess } from '../../flags/access.js';
@@ -13,6 +17,7 @@ import { readCluster } from '../cluster/local.js';
 import { flipFlag } from '../console/flag-flip.js';
 import { startConsoleServer } from '../console/server.js';
 import { ClusterWatcher } from '../console/snapshot.js';
+import { consoleUrlFile, removeConsoleUrl, writeConsoleUrl } from '../console/url-file.js';
 
 export const DEFAULT_CONSOLE_PORT = 8090;
 
@@ -64,14 +69,19 @@ export async function consoleCommand(argv: string[]): Promise<number> {
     await pool.end();
     throw error;
   }
+  const urlWithKey = `${server.url}/?key=${key}`;
+  writeConsoleUrl(urlWithKey);
   console.log(
-    `console: ${server.url}/?key=${key} (peer page: ${server.url}/peer?key=${key}) for the ${cluster.flagsEnv} cluster`,
+    process.stdout.isTTY
+      ? `console: ${urlWithKey} (peer page: ${server.url}/peer?key=${key}) for the ${cluster.flagsEnv} cluster`
+      : `console: ${server.url}/ for the ${cluster.flagsEnv} cluster; open the URL in ${relative(process.cwd(), consoleUrlFile())} (yours only: it carries the console key, which no log shows)`,
   );
 
   await new Promise<void>((resolve) => {
     process.once('SIGTERM', resolve);
     process.once('SIGINT', resolve);
   });
+  removeConsoleUrl(urlWithKey);
   await server.close();
   await watcher.stop();
   redis.disconnect();

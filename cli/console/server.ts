@@ -8,7 +8,9 @@
  * cookie, and every other request needs that cookie (POST /api/flags also takes the admin token, for
  * scripts). The page never holds the admin token. SameSite=Strict keeps other web sites in the operator's
  * browser from riding the cookie, and the Host check stops DNS rebinding (a foreign name resolved to
- * 127.0.0.1 would make the page same-origin).
+ * 127.0.0.1 would make the page same-origin). SameSite does not tell loopback ports apart, so every
+ * state-changing request must also come from the console's own origin (same-origin.ts), and no other page
+ * may frame this one (a framed flip button could be clicked through a decoy).
  */
 import { timingSafeEqual } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
@@ -17,6 +19,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { packageRoot } from '../../broker/paths.js';
 import { BadFlipRequest, type FlipOutcome, type FlipRequest, parseFlipRequest } from './flag-flip.js';
+import { changesState, crossOriginRefusal } from './same-origin.js';
 import type { Snapshot } from './snapshot.js';
 
 const MAX_BODY_BYTES = 4096;
@@ -88,6 +91,11 @@ function send(response: ServerResponse, status: number, type: string, body: stri
     'content-type': `${type}; charset=utf-8`,
     'cache-control': 'no-store',
     'x-content-type-options': 'nosniff',
+    // Never inside another page's frame (clickjacking of the flip buttons), and the URL with its key never
+    // sent as a Referer to another origin.
+    'x-frame-options': 'DENY',
+    'content-security-policy': "frame-ancestors 'none'",
+    'referrer-policy': 'same-origin',
   });
   response.end(body);
 }
@@ -146,8 +154,13 @@ export async function startConsoleServer(
         response,
         401,
         'unauthorized',
-        'open the URL "workbench console" printed: it carries the console key (?key=…)',
+        'open the URL "workbench console" printed (or the one in .workbench/console.url): it carries the console key (?key=…)',
       );
+    if (changesState(method)) {
+      const ownOrigins = allowedHosts.map((allowed) => `http://${allowed}`);
+      const refusal = crossOriginRefusal(request.headers, ownOrigins, admin ? 'admin-token' : 'cookie');
+      if (refusal) return sendError(response, 403, 'cross_origin', refusal);
+    }
 
     if (path === '/api/flags') {
       if (method !== 'POST') return sendError(response, 405, 'method_not_allowed', 'POST a flag change');

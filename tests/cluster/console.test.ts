@@ -4,7 +4,8 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { request } from 'node:http';
+import { createServer, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Browser, chromium, type Page } from 'playwright-core';
@@ -31,7 +32,10 @@ let browser: Browser;
 let page: Page;
 const pageErrors: string[] = [];
 
-/** `workbench console --port 0` in the cluster's folder; resolves with the URL it prints. */
+/**
+ * `workbench console --port 0` in the cluster's folder; resolves with the URL it prints. Its output is a
+ * pipe, not a terminal, so it prints no key: that is in .workbench/console.url.
+ */
 function startConsole(): Promise<string> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [WORKBENCH, 'console', '--port', '0'], {
@@ -42,9 +46,10 @@ function startConsole(): Promise<string> {
     let output = '';
     const onData = (chunk: Buffer) => {
       output += chunk;
-      const url = output.match(/console: (http:\/\/127\.0\.0\.1:\d+)\/\?key=([\w-]+)/);
+      const url = output.match(/console: (http:\/\/127\.0\.0\.1:\d+)\//);
       if (url) {
-        consoleKey = url[2]!;
+        const withKey = readFileSync(join(cwd, '.workbench', 'console.url'), 'utf8');
+        consoleKey = withKey.match(/\?key=([\w-]+)/)![1]!;
         resolve(url[1]!);
       }
     };
@@ -70,7 +75,8 @@ beforeAll(async () => {
     executablePath: '/usr/bin/chromium',
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
   });
-  page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+  // A context of its own, so a second page (the decoy of another origin) shares the operator's cookies.
+  page = await (await browser.newContext({ viewport: { width: 1400, height: 1000 } })).newPage();
   page.on('pageerror', (error) => pageErrors.push(error.message));
 }, 90_000);
 
@@ -207,6 +213,42 @@ describe('workbench console (headless Chromium)', () => {
     ]);
     expect(pageErrors).toEqual([]);
   }, 60_000);
+});
+
+describe("a page of another loopback server in the operator's browser", () => {
+  it('cannot flip a flag with the console cookie (a no-cors fetch needs no preflight): 403, the file unchanged', async () => {
+    const flagsFile = join(cluster.flagsDir, `${cluster.flagsEnv}.json`);
+    const before = readFileSync(flagsFile, 'utf8');
+    // The operator's browser holds the key cookie (the first test opened the console's URL), and
+    // SameSite=Strict sends it from 127.0.0.1:<any port>: the same site.
+    expect((await page.context().cookies(consoleUrl)).map((cookie) => cookie.name)).toContain(
+      'wb_console_key',
+    );
+    const decoy = `<!doctype html><script>
+      fetch(${JSON.stringify(`${consoleUrl}/api/flags`)}, {
+        method: 'POST', mode: 'no-cors', credentials: 'include',
+        headers: { 'content-type': 'text/plain' }, body: '{"flag":"ha.audit","value":false}',
+      }).then(() => { document.title = 'sent'; }, (error) => { document.title = 'failed: ' + error; });
+    </script>`;
+    const attacker = createServer((_, response) => {
+      response.writeHead(200, { 'content-type': 'text/html' }).end(decoy);
+    });
+    await new Promise<void>((resolve) => attacker.listen(0, '127.0.0.1', resolve));
+    const attackerOrigin = `http://127.0.0.1:${(attacker.address() as AddressInfo).port}`;
+    const decoyPage = await page.context().newPage();
+    try {
+      const answered = decoyPage.waitForResponse((response) => response.url().endsWith('/api/flags'));
+      await decoyPage.goto(`${attackerOrigin}/`);
+      const response = await answered;
+      expect(response.status()).toBe(403);
+      await waitFor(async () => (await decoyPage.title()) === 'sent', { what: 'the decoy fetch answered' });
+    } finally {
+      await decoyPage.close();
+      await new Promise((resolve) => attacker.close(resolve));
+    }
+    expect(readFileSync(flagsFile, 'utf8')).toBe(before);
+    expect(await actingOnEveryNode('ha.audit', true)).toBe(true);
+  });
 });
 
 describe('workbench console: bad calls', () => {

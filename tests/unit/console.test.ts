@@ -1,6 +1,21 @@
-import { describe, expect, it } from 'vitest';
-import { BadFlipRequest, parseFlipRequest } from '../../cli/console/flag-flip.js';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { BadFlipRequest, type FlipRequest, parseFlipRequest } from '../../cli/console/flag-flip.js';
 import { RateTracker, sumCounters } from '../../cli/console/rates.js';
+import { changesState, crossOriginRefusal } from '../../cli/console/same-origin.js';
+import { type ConsoleServer, startConsoleServer } from '../../cli/console/server.js';
+import { consoleUrlFile, removeConsoleUrl, writeConsoleUrl } from '../../cli/console/url-file.js';
 import { generateMemberKeys, signHello } from '../../client/keys.js';
 import { signHello as signHelloWebCrypto } from '../../client/keys.webcrypto.js';
 
@@ -72,5 +87,140 @@ describe('the SDK keys module for browsers (WebCrypto)', () => {
     await expect(signHelloWebCrypto({ ...keys, secretKey: 'xyz' }, meshId, 's')).rejects.toThrow(
       'secretKey must be 32 bytes',
     );
+  });
+});
+
+describe('console: only its own origin may change state (cross-site requests from other loopback ports)', () => {
+  const own = ['http://127.0.0.1:8090', 'http://localhost:8090'];
+
+  it('reads are free; every other method changes state', () => {
+    expect(['GET', 'HEAD', 'get'].map(changesState)).toEqual([false, false, false]);
+    expect(['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'].map(changesState)).toEqual([
+      true,
+      true,
+      true,
+      true,
+      true,
+    ]);
+  });
+
+  it.each([
+    ['its own Origin', { origin: 'http://127.0.0.1:8090' }],
+    ['its localhost Origin', { origin: 'http://localhost:8090' }],
+    ['no Origin but Sec-Fetch-Site: same-origin', { 'sec-fetch-site': 'same-origin' }],
+    ['no Origin but its own Referer', { referer: 'http://127.0.0.1:8090/?key=k' }],
+  ])('lets a cookie request with %s through', (_, headers) => {
+    expect(crossOriginRefusal(headers, own, 'cookie')).toBeUndefined();
+  });
+
+  it.each([
+    ['another loopback port', { origin: 'http://127.0.0.1:3000' }, 'comes from http://127.0.0.1:3000'],
+    ['an opaque origin (sandboxed frame, file:)', { origin: 'null' }, 'comes from null'],
+    ['https on its port', { origin: 'https://127.0.0.1:8090' }, 'comes from https://127.0.0.1:8090'],
+    ['a same-site fetch without Origin', { 'sec-fetch-site': 'same-site' }, 'Sec-Fetch-Site: same-site'],
+    ['a Referer from another port', { referer: 'http://127.0.0.1:3000/evil' }, 'http://127.0.0.1:3000'],
+    ['a Referer that is no URL', { referer: 'nonsense' }, 'an unreadable Referer'],
+    ['none of the three headers', {}, 'needs an Origin header naming the console'],
+  ])('refuses a cookie request from %s', (_, headers, message) => {
+    expect(crossOriginRefusal(headers, own, 'cookie')).toContain(message);
+  });
+
+  it('a script with the admin token may send no Origin, but one it sends must be the console', () => {
+    expect(crossOriginRefusal({}, own, 'admin-token')).toBeUndefined();
+    expect(crossOriginRefusal({ origin: 'http://127.0.0.1:3000' }, own, 'admin-token')).toContain(
+      'not from the console',
+    );
+    expect(crossOriginRefusal({ 'sec-fetch-site': 'cross-site' }, own, 'admin-token')).toContain(
+      'cross-site',
+    );
+  });
+});
+
+describe('console server: a flip from another loopback origin with the key cookie (in process)', () => {
+  let server: ConsoleServer;
+  const flips: FlipRequest[] = [];
+  const key = 'the-console-key';
+  const adminToken = 'the-admin-token';
+
+  beforeAll(async () => {
+    server = await startConsoleServer({
+      adminToken,
+      key,
+      snapshot: () => undefined,
+      flip: async (request) => {
+        flips.push(request);
+        return { ...request, previous: !request.value, audited: true, pushedTo: 1 };
+      },
+    });
+  });
+  afterAll(() => server?.close());
+
+  const post = (headers: Record<string, string>, body = '{"flag":"ha.audit","value":false}') =>
+    fetch(`${server.url}/api/flags`, { method: 'POST', headers, body });
+  const cookie = `wb_console_key=${key}`;
+
+  it('a text/plain POST from http://127.0.0.1:<other port> (no preflight needed) is a 403 and flips nothing', async () => {
+    const response = await post({ cookie, origin: 'http://127.0.0.1:3000', 'content-type': 'text/plain' });
+    expect(response.status).toBe(403);
+    const body = (await response.json()) as { error: string; message: string };
+    expect(body.error).toBe('cross_origin');
+    expect(body.message).toContain('comes from http://127.0.0.1:3000, not from the console');
+    expect(flips).toEqual([]);
+  });
+
+  it('a cookie POST with no Origin, Sec-Fetch-Site or Referer is a 403; with its own Origin it flips', async () => {
+    expect((await post({ cookie })).status).toBe(403);
+    expect((await post({ cookie, 'sec-fetch-site': 'same-site' })).status).toBe(403);
+    expect(flips).toEqual([]);
+    const own = await post({ cookie, origin: server.url, 'content-type': 'application/json' });
+    expect(own.status).toBe(200);
+    expect(flips).toEqual([{ flag: 'ha.audit', value: false }]);
+  });
+
+  it('a script with the admin token and no Origin still flips; with a foreign Origin it is refused', async () => {
+    flips.length = 0;
+    expect((await post({ authorization: `Bearer ${adminToken}` })).status).toBe(200);
+    const foreign = await post({ authorization: `Bearer ${adminToken}`, origin: 'http://localhost:3000' });
+    expect(foreign.status).toBe(403);
+    expect(flips).toHaveLength(1);
+  });
+
+  it('no page may frame the console (its flip buttons clicked through a decoy)', async () => {
+    const page = await fetch(`${server.url}/?key=${key}`);
+    expect(page.status).toBe(200);
+    expect(page.headers.get('x-frame-options')).toBe('DENY');
+    expect(page.headers.get('content-security-policy')).toBe("frame-ancestors 'none'");
+    expect(page.headers.get('referrer-policy')).toBe('same-origin');
+  });
+});
+
+describe('console: its URL with the key is written for the owner only', () => {
+  let cwd: string;
+  beforeEach(() => {
+    cwd = mkdtempSync(join(tmpdir(), 'wb-console-url-'));
+  });
+  afterEach(() => rmSync(cwd, { recursive: true, force: true }));
+
+  const mode = (path: string) => statSync(path).mode & 0o777;
+
+  it('.workbench/console.url is 0600 in a 0700 folder, even over an older 0755 folder and 0644 file', () => {
+    const dir = join(cwd, '.workbench');
+    mkdirSync(join(dir, 'logs'), { recursive: true, mode: 0o755 });
+    chmodSync(dir, 0o755);
+    writeFileSync(consoleUrlFile(cwd), 'stale\n', { mode: 0o644 });
+    const url = 'http://127.0.0.1:8090/?key=k1';
+    const path = writeConsoleUrl(url, cwd);
+    expect(readFileSync(path, 'utf8')).toBe(`${url}\n`);
+    expect(mode(path)).toBe(0o600);
+    for (const folder of [dir, join(dir, 'logs'), join(dir, 'flags')]) expect(mode(folder)).toBe(0o700);
+  });
+
+  it('is removed when its console stops, unless a later console wrote its own', () => {
+    writeConsoleUrl('http://127.0.0.1:1/?key=first', cwd);
+    writeConsoleUrl('http://127.0.0.1:2/?key=second', cwd);
+    removeConsoleUrl('http://127.0.0.1:1/?key=first', cwd);
+    expect(readFileSync(consoleUrlFile(cwd), 'utf8')).toContain('second');
+    removeConsoleUrl('http://127.0.0.1:2/?key=second', cwd);
+    expect(existsSync(consoleUrlFile(cwd))).toBe(false);
   });
 });
