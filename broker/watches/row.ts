@@ -14,7 +14,7 @@ import { SharedWatchRunner } from './runner.shared.js';
 
 export interface WatchDeps extends RowContext {
   delivery: Delivery;
-  /** The send limit every notification takes from (docs/watches.md § Bounds). */
+  /** The send limit every notification takes from (docs/watches.md § Bounds of a notification). */
   limits: RateLimits;
 }
 
