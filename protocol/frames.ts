@@ -164,9 +164,11 @@ export interface StreamInfo {
   subscribers: number;
 }
 
+/** One page of the mesh's streams, in name order; `next` (the cursor of the next page) while more follow. */
 export interface StreamListResult {
   type: 'stream.list_result';
   streams: StreamInfo[];
+  next?: string;
 }
 
 export interface StreamData {
@@ -230,9 +232,14 @@ export interface McpUnregistered {
   server: string;
 }
 
+/**
+ * One page of the mesh's servers, in name order (at most MCP_LIST_MAX_SERVERS and 256 KiB); `next` (the
+ * cursor of the next page) while more follow.
+ */
 export interface McpListResult {
   type: 'mcp.list_result';
   servers: McpServer[];
+  next?: string;
 }
 
 /** A call for the host to answer with `mcp.result` (its `callId` is the broker's, not the caller's). */

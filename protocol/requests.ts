@@ -69,7 +69,15 @@ export const streamPublishFrame = z.object({
   data: z.unknown().refine((value) => value !== undefined, 'is required'),
   rid,
 });
-export const streamListFrame = z.object({ type: z.literal('stream.list'), rid });
+/** The most streams one `stream.list_result` lists; a longer list is paged (`next`). */
+export const STREAM_LIST_MAX_STREAMS = 500;
+export const streamListFrame = z.object({
+  type: z.literal('stream.list'),
+  /** The `next` of the previous page: streams after it. */
+  cursor: streamName.optional(),
+  limit: z.number().int().min(1).max(STREAM_LIST_MAX_STREAMS).optional(),
+  rid,
+});
 
 // Mesh clock
 
@@ -98,7 +106,15 @@ export const mcpRegisterFrame = z.object({
   rid,
 });
 export const mcpUnregisterFrame = z.object({ type: z.literal('mcp.unregister'), server: mcpName, rid });
-export const mcpListFrame = z.object({ type: z.literal('mcp.list'), rid });
+/** The most servers one `mcp.list_result` lists; a longer list is paged (`next`). */
+export const MCP_LIST_MAX_SERVERS = 100;
+export const mcpListFrame = z.object({
+  type: z.literal('mcp.list'),
+  /** The `next` of the previous page: servers after it. */
+  cursor: mcpName.optional(),
+  limit: z.number().int().min(1).max(MCP_LIST_MAX_SERVERS).optional(),
+  rid,
+});
 export const mcpCallFrame = z.object({
   type: z.literal('mcp.call'),
   callId: z.string().min(1).max(128),

@@ -8,6 +8,7 @@ import {
 import type { FrameRoutes } from '../../protocol/routes.js';
 import type { AuditLog } from '../audit/audit.js';
 import type { McpRegistry } from './mcp.js';
+import { pageRequest } from './page.js';
 
 /** The MCP frames (docs/protocol.md § MCP tools hosted by peers). */
 export function registerMcpFrames(router: FrameRoutes, registry: McpRegistry, audit: AuditLog): void {
@@ -32,9 +33,10 @@ export function registerMcpFrames(router: FrameRoutes, registry: McpRegistry, au
     });
     return { type: 'mcp.unregistered', server: frame.server };
   });
-  router.on('mcp.list', mcpListFrame, async (_frame, { identity }) => ({
+  // One bounded page (page.ts); without a cursor the first, which is the whole list of a small mesh.
+  router.on('mcp.list', mcpListFrame, async (frame, { identity }) => ({
     type: 'mcp.list_result',
-    servers: (await registry.list(identity.meshId)).map(({ hostSession: _hostSession, ...entry }) => entry),
+    ...(await registry.list(identity.meshId, pageRequest(frame))),
   }));
   // The answer comes later as mcp.call_result (with this rid); the socket is not held meanwhile.
   router.on('mcp.call', mcpCallFrame, async (frame, { identity, rid }) => {

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ProtocolError } from '../../protocol/errors.js';
 import type { SessionIdentity } from '../connections/connection.js';
+import { assertWithinLimits, type McpLimits, type McpUsage } from './limits.js';
 import {
   assertCallable,
   callResultFrame,
@@ -11,8 +12,10 @@ import {
   type McpSink,
   type McpTool,
   outcomeOf,
+  type RevokedAmong,
   STOPPED_ROUTING,
 } from './mcp.js';
+import { assertListable, byName, fillPage, type McpListPage, type McpPageRequest } from './page.js';
 
 interface PendingCall {
   callerSession: string;
@@ -25,7 +28,10 @@ interface PendingCall {
 
 /**
  * Registry and pending calls in this node's memory. The gap on 2+ nodes: a call made on another node
- * finds no server (`not_found`), and a host's servers are invisible to other nodes' `mcp.list`.
+ * finds no server (`not_found`), a host's servers are invisible to other nodes' `mcp.list`, and the
+ * per-mesh bounds count this node's servers only (N nodes admit N × the mesh's bound). A revoked host's
+ * servers are dropped when the mesh is next listed, called or registered in (the directory says who is
+ * revoked), so they go at once even while the host's session is in its grace period.
  */
 export class LocalMcpRegistry implements McpRegistry {
   /** meshId → server name → entry */
@@ -36,6 +42,8 @@ export class LocalMcpRegistry implements McpRegistry {
   constructor(
     private readonly sink: McpSink,
     private readonly callTimeoutMs: number,
+    private readonly limits: McpLimits,
+    private readonly revokedAmong: RevokedAmong,
   ) {}
 
   async register(
@@ -44,23 +52,25 @@ export class LocalMcpRegistry implements McpRegistry {
     description: string,
     tools: McpTool[],
   ): Promise<void> {
-    let mesh = this.servers.get(host.meshId);
-    if (!mesh) {
-      mesh = new Map();
-      this.servers.set(host.meshId, mesh);
-    }
-    const existing = mesh.get(server);
-    if (existing && existing.hostSession !== host.sessionId) {
-      throw new ProtocolError('conflict', `server "${server}" is already hosted by another session`);
-    }
-    mesh.set(server, {
+    const entry: McpServerEntry = {
       server,
       description,
       host: host.pubkey,
       hostSession: host.sessionId,
       tools,
       online: true,
-    });
+    };
+    assertListable(entry);
+    await this.dropRevokedHosts(host.meshId);
+    // From here to the write nothing awaits: no other registration can slip between the count and it.
+    const mesh = this.servers.get(host.meshId) ?? new Map<string, McpServerEntry>();
+    const existing = mesh.get(server);
+    if (existing && existing.hostSession !== host.sessionId) {
+      throw new ProtocolError('conflict', `server "${server}" is already hosted by another session`);
+    }
+    assertWithinLimits(usageOf(mesh, host.pubkey, server), tools.length, this.limits);
+    mesh.set(server, entry);
+    this.servers.set(host.meshId, mesh);
   }
 
   async unregister(host: SessionIdentity, server: string): Promise<void> {
@@ -75,11 +85,18 @@ export class LocalMcpRegistry implements McpRegistry {
     );
   }
 
-  async list(meshId: string): Promise<McpServerEntry[]> {
-    return [...(this.servers.get(meshId)?.values() ?? [])].sort((a, b) => a.server.localeCompare(b.server));
+  async list(meshId: string, page: McpPageRequest): Promise<McpListPage> {
+    await this.dropRevokedHosts(meshId);
+    const after = page.after;
+    const entries = [...(this.servers.get(meshId)?.values() ?? [])]
+      .filter((entry) => after === undefined || entry.server > after)
+      .sort(byName);
+    return fillPage(entries, page);
   }
 
   async call(caller: SessionIdentity, call: McpCall): Promise<void> {
+    const found = this.servers.get(caller.meshId)?.get(call.server);
+    if (found) await this.dropRevokedHosts(caller.meshId, [found.host]);
     const entry = this.servers.get(caller.meshId)?.get(call.server);
     assertCallable(entry, call);
     const invokeId = randomUUID();
@@ -159,6 +176,28 @@ export class LocalMcpRegistry implements McpRegistry {
 
   async close(): Promise<void> {}
 
+  /**
+   * Drops the servers of the mesh's revoked hosts (of `hosts`, or of every host the mesh has here) and
+   * fails the calls waiting on them: a revoked member hosts nothing, on any node, grace period or not.
+   */
+  private async dropRevokedHosts(meshId: string, hosts?: string[]): Promise<void> {
+    const mesh = this.servers.get(meshId);
+    if (!mesh || mesh.size === 0) return;
+    const revoked = await this.revokedAmong(
+      meshId,
+      hosts ?? [...new Set([...mesh.values()].map((e) => e.host))],
+    );
+    if (revoked.size === 0) return;
+    const sessions = new Set<string>();
+    for (const [name, entry] of mesh) {
+      if (!revoked.has(entry.host)) continue;
+      mesh.delete(name);
+      sessions.add(entry.hostSession);
+    }
+    if (mesh.size === 0) this.servers.delete(meshId);
+    this.failCalls((call) => sessions.has(call.hostSession), 'host_left: the host member was revoked');
+  }
+
   private failCalls(match: (call: PendingCall) => boolean, error: string): void {
     for (const [invokeId, call] of this.pending) if (match(call)) this.finish(invokeId, { error });
   }
@@ -171,4 +210,18 @@ export class LocalMcpRegistry implements McpRegistry {
     this.sink.send(call.callerSession, callResultFrame(call, outcome));
     this.sink.callEnded(outcomeOf(outcome));
   }
+}
+
+/** What a mesh's servers use besides `server` (replaced by this registration, so not counted twice). */
+function usageOf(mesh: Map<string, McpServerEntry>, member: string, server: string): McpUsage {
+  const usage: McpUsage = { memberServers: 0, meshServers: 0, memberTools: 0, meshTools: 0 };
+  for (const entry of mesh.values()) {
+    if (entry.server === server) continue;
+    usage.meshServers += 1;
+    usage.meshTools += entry.tools.length;
+    if (entry.host !== member) continue;
+    usage.memberServers += 1;
+    usage.memberTools += entry.tools.length;
+  }
+  return usage;
 }

@@ -3,8 +3,9 @@ import { ProtocolError } from '../../protocol/errors.js';
 import type { Bus, Unsubscribe } from '../bus/bus.js';
 import type { McpInvoke } from '../bus/messages.js';
 import type { SessionIdentity } from '../connections/connection.js';
-import type { Pool } from '../db/pool.js';
+import { inTransaction, type Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
+import { assertWithinLimits, type McpLimits, type McpUsage } from './limits.js';
 import {
   assertCallable,
   callResultFrame,
@@ -17,6 +18,7 @@ import {
   outcomeOf,
   STOPPED_ROUTING,
 } from './mcp.js';
+import { assertListable, fillPage, type McpListPage, type McpPageRequest } from './page.js';
 
 /** A call waiting on this (the caller's) node for its result. */
 interface WaitingCall {
@@ -49,6 +51,17 @@ const COLUMNS = `server, description, tools, host_pubkey AS host, host_session A
   host_node AS "hostNode", online`;
 
 /**
+ * Rows whose host member is not revoked (`s` is mcp_servers): a revoked member hosts nothing on any node
+ * from the moment the directory says so, whether or not its sockets were closed yet; its rows go with
+ * its sessions, or with the mesh's next registration.
+ */
+const HOST_NOT_REVOKED = `NOT EXISTS (SELECT 1 FROM members m
+  WHERE m.mesh_id = s.mesh_id AND m.pubkey = s.host_pubkey AND m.revoked_at IS NOT NULL)`;
+
+/** Rows read per query while a page is filled: bounds what is held beyond the page (page.ts). */
+const PAGE_CHUNK = 8;
+
+/**
  * MCP across nodes (flag `ha.mcp`). The registry is rows in Postgres (with the node that holds the host's
  * socket); a call is routed over the bus to the host's node, which hands `mcp.invoke` to the host session
  * and sends the host's answer back to the caller's node. The caller's node owns the timeout; the host's
@@ -67,6 +80,7 @@ export class SharedMcpRegistry implements McpRegistry {
     private readonly sink: McpSink,
     private readonly callTimeoutMs: number,
     private readonly log: Logger,
+    private readonly limits: McpLimits,
   ) {}
 
   /** Takes calls for the hosts connected here, and the answers to calls made here. */
@@ -89,23 +103,46 @@ export class SharedMcpRegistry implements McpRegistry {
     );
   }
 
+  /**
+   * Counted and written under the mesh's lock in one transaction: registrations on any node queue there,
+   * so together they never pass a bound; a refusal rolls back and changes nothing.
+   */
   async register(
     host: SessionIdentity,
     server: string,
     description: string,
     tools: McpTool[],
   ): Promise<void> {
-    const result = await this.pool.query(
-      `INSERT INTO mcp_servers (mesh_id, server, description, tools, host_pubkey, host_session, host_node, online)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, true)
-       ON CONFLICT (mesh_id, server) DO UPDATE
-         SET description = excluded.description, tools = excluded.tools, host_node = excluded.host_node, online = true
-         WHERE mcp_servers.host_session = excluded.host_session
-       RETURNING 1`,
-      [host.meshId, server, description, JSON.stringify(tools), host.pubkey, host.sessionId, this.nodeId],
-    );
-    if (result.rowCount === 0)
-      throw new ProtocolError('conflict', `server "${server}" is already hosted by another session`);
+    assertListable({ server, description, host: host.pubkey, tools, online: true });
+    await inTransaction(this.pool, async (client) => {
+      await client.query("SELECT pg_advisory_xact_lock(hashtextextended('mcp-servers:' || $1, 0))", [
+        host.meshId,
+      ]);
+      await client.query(`DELETE FROM mcp_servers s WHERE s.mesh_id = $1 AND NOT ${HOST_NOT_REVOKED}`, [
+        host.meshId,
+      ]);
+      const counted = await client.query<McpUsage & { taken: boolean | null }>(
+        `SELECT count(*) FILTER (WHERE host_pubkey = $2 AND server <> $3)::int AS "memberServers",
+                count(*) FILTER (WHERE server <> $3)::int AS "meshServers",
+                coalesce(sum(jsonb_array_length(tools)) FILTER (WHERE host_pubkey = $2 AND server <> $3), 0)::int
+                  AS "memberTools",
+                coalesce(sum(jsonb_array_length(tools)) FILTER (WHERE server <> $3), 0)::int AS "meshTools",
+                bool_or(host_session <> $4::uuid) FILTER (WHERE server = $3) AS taken
+           FROM mcp_servers WHERE mesh_id = $1`,
+        [host.meshId, host.pubkey, server, host.sessionId],
+      );
+      const { taken, ...usage } = counted.rows[0]!;
+      if (taken)
+        throw new ProtocolError('conflict', `server "${server}" is already hosted by another session`);
+      assertWithinLimits(usage, tools.length, this.limits);
+      await client.query(
+        `INSERT INTO mcp_servers (mesh_id, server, description, tools, host_pubkey, host_session, host_node, online)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, true)
+         ON CONFLICT (mesh_id, server) DO UPDATE
+           SET description = excluded.description, tools = excluded.tools, host_node = excluded.host_node, online = true`,
+        [host.meshId, server, description, JSON.stringify(tools), host.pubkey, host.sessionId, this.nodeId],
+      );
+    });
   }
 
   async unregister(host: SessionIdentity, server: string): Promise<void> {
@@ -123,12 +160,24 @@ export class SharedMcpRegistry implements McpRegistry {
     );
   }
 
-  async list(meshId: string): Promise<McpServerEntry[]> {
-    const result = await this.pool.query<ServerRow>(
-      `SELECT ${COLUMNS} FROM mcp_servers WHERE mesh_id = $1 ORDER BY server`,
-      [meshId],
-    );
-    return result.rows.map(({ hostNode: _node, ...entry }) => entry);
+  async list(meshId: string, page: McpPageRequest): Promise<McpListPage> {
+    return fillPage(this.rowsAfter(meshId, page.after), page);
+  }
+
+  /** The mesh's listable servers in name order after `after`, read a few rows at a time as pulled. */
+  private async *rowsAfter(meshId: string, after: string | undefined): AsyncGenerator<McpServerEntry> {
+    let cursor = after;
+    for (;;) {
+      const result = await this.pool.query<ServerRow>(
+        `SELECT ${COLUMNS} FROM mcp_servers s
+          WHERE mesh_id = $1 AND ($2::text IS NULL OR server COLLATE "C" > $2) AND ${HOST_NOT_REVOKED}
+          ORDER BY server COLLATE "C" LIMIT $3`,
+        [meshId, cursor ?? null, PAGE_CHUNK],
+      );
+      for (const { hostNode: _node, ...entry } of result.rows) yield entry;
+      if (result.rows.length < PAGE_CHUNK) return;
+      cursor = result.rows[result.rows.length - 1]!.server;
+    }
   }
 
   async call(caller: SessionIdentity, call: McpCall): Promise<void> {
@@ -231,7 +280,7 @@ export class SharedMcpRegistry implements McpRegistry {
 
   private async find(meshId: string, server: string): Promise<ServerRow | undefined> {
     const result = await this.pool.query<ServerRow>(
-      `SELECT ${COLUMNS} FROM mcp_servers WHERE mesh_id = $1 AND server = $2`,
+      `SELECT ${COLUMNS} FROM mcp_servers s WHERE mesh_id = $1 AND server = $2 AND ${HOST_NOT_REVOKED}`,
       [meshId, server],
     );
     return result.rows[0];

@@ -6,7 +6,11 @@
  * - `call` forwards `mcp.invoke` to the host with a broker-made callId; the caller gets exactly one
  *   `mcp.call_result` for its own callId: the host's result, `error: "timeout"` after the call timeout,
  *   or a `host_left` error at once when the host's socket goes away.
- * - A server goes offline with its host's socket and disappears when the host's session ends.
+ * - A server goes offline with its host's socket and disappears when the host's session ends, or at once
+ *   for everyone when its host member is revoked (whether or not the host's socket is still open).
+ * - A member and a mesh hold at most the configured servers and tools (limits.ts): one more is
+ *   `limit_exceeded` and changes nothing, counted cluster-wide where the registry is.
+ * - `list` answers one page in name order, bounded by construction (page.ts).
  * - Frames reach sockets through the `McpSink` the node registered.
  */
 
@@ -14,6 +18,7 @@ import { ProtocolError } from '../../protocol/errors.js';
 import type { McpCallResult, McpServer, McpTool } from '../../protocol/frames.js';
 import type { SessionIdentity } from '../connections/connection.js';
 import type { Lifecycle } from '../rows/lifecycle.js';
+import type { McpListPage, McpPageRequest } from './page.js';
 
 export type { McpTool };
 
@@ -73,6 +78,9 @@ export function outcomeOf(outcome: { error?: string }): CallOutcome {
   return outcome.error === 'timeout' ? 'timeout' : 'error';
 }
 
+/** Which of these pubkeys are revoked members of the mesh (the directory in Postgres is the truth). */
+export type RevokedAmong = (meshId: string, pubkeys: string[]) => Promise<Set<string>>;
+
 /** This node's sockets, as the MCP registry reaches them. */
 export interface McpSink {
   send(sessionId: string, frame: object): void;
@@ -85,7 +93,8 @@ export interface McpSink {
 export interface McpRegistry extends Lifecycle {
   register(host: SessionIdentity, server: string, description: string, tools: McpTool[]): Promise<void>;
   unregister(host: SessionIdentity, server: string): Promise<void>;
-  list(meshId: string): Promise<McpServerEntry[]>;
+  /** One page of the mesh's servers whose host is not revoked (page.ts). */
+  list(meshId: string, page: McpPageRequest): Promise<McpListPage>;
   call(caller: SessionIdentity, call: McpCall): Promise<void>;
   result(host: SessionIdentity, result: McpResult): Promise<void>;
   /** The session's socket closed: its servers go offline and calls waiting on it fail now. */

@@ -1,7 +1,8 @@
 /** Row "mcpRegistry + call resolvers" (flag `ha.mcp`, docs/mcp.md): MCP tools hosted by peers. */
 import type { RowContext } from '../rows/context.js';
 import { defineRow } from '../rows/row.js';
-import type { McpRegistry, McpSink } from './mcp.js';
+import { mcpLimitsOf } from './limits.js';
+import type { McpRegistry, McpSink, RevokedAmong } from './mcp.js';
 import { LocalMcpRegistry } from './mcp.local.js';
 import { SharedMcpRegistry } from './mcp.shared.js';
 
@@ -15,8 +16,24 @@ export const mcpRow = defineRow<McpRegistry, RowContext>({
       reaches: (sessionId) => connections.session(sessionId) !== undefined,
       callEnded: (outcome) => metrics.mcpCalls.inc({ outcome }),
     };
-    const local = new LocalMcpRegistry(sink, config.mcpCallTimeoutMs);
-    const shared = new SharedMcpRegistry(pool, bus, config.nodeId, sink, config.mcpCallTimeoutMs, log);
+    const limits = mcpLimitsOf(config);
+    const revokedAmong: RevokedAmong = async (meshId, pubkeys) => {
+      const result = await pool.query<{ pubkey: string }>(
+        `SELECT pubkey FROM members WHERE mesh_id = $1 AND pubkey = ANY ($2::text[]) AND revoked_at IS NOT NULL`,
+        [meshId, pubkeys],
+      );
+      return new Set(result.rows.map((row) => row.pubkey));
+    };
+    const local = new LocalMcpRegistry(sink, config.mcpCallTimeoutMs, limits, revokedAmong);
+    const shared = new SharedMcpRegistry(
+      pool,
+      bus,
+      config.nodeId,
+      sink,
+      config.mcpCallTimeoutMs,
+      log,
+      limits,
+    );
     return {
       local,
       shared,

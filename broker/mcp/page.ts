@@ -1,0 +1,90 @@
+/**
+ * One page of `mcp.list` (docs/protocol.md § MCP tools hosted by peers), bounded by construction: at most
+ * the page's server count and MCP_LIST_MAX_BYTES of JSON. A mesh of 300 servers of 55 KiB once made one
+ * 16 MiB reply per request, buffered whole on the socket (issue 17); a page is built entry by entry from a
+ * lazy source, and stops before the entry that would pass the budget, so no reply larger than the budget
+ * is ever built, and no more than one entry past the page is ever read.
+ */
+import { ProtocolError } from '../../protocol/errors.js';
+import type { McpServer } from '../../protocol/frames.js';
+import { MCP_LIST_MAX_SERVERS } from '../../protocol/requests.js';
+import type { McpServerEntry } from './mcp.js';
+
+/** The most JSON one `mcp.list_result` frame may carry, envelope included. */
+export const MCP_LIST_MAX_BYTES = 256 * 1024;
+
+/** Room kept for the envelope around the servers: type, `next` (≤ 64 characters), `rid` (≤ 128). */
+const ENVELOPE_BYTES = 1024;
+
+/**
+ * The largest entry a server may have as listed: a registration above it is `too_large`. Half the page
+ * budget, so every page holds at least one server and paging always moves on.
+ */
+export const MCP_SERVER_MAX_BYTES = 128 * 1024;
+
+export interface McpPageRequest {
+  /** List servers whose name comes after this one (the previous page's `next`). */
+  after: string | undefined;
+  /** At most this many servers (≤ MCP_LIST_MAX_SERVERS). */
+  limit: number;
+}
+
+export interface McpListPage {
+  servers: McpServer[];
+  /** The cursor of the next page; absent on the last page. */
+  next?: string;
+}
+
+/** The order of pages: plain code-unit order of names (ASCII by the name rule), the same in SQL ("C"). */
+export function byName(a: { server: string }, b: { server: string }): number {
+  return a.server < b.server ? -1 : a.server > b.server ? 1 : 0;
+}
+
+/** The entry as `mcp.list_result` shows it (the host's session stays inside the broker). */
+export function listed({ hostSession: _hostSession, ...server }: McpServerEntry): McpServer {
+  return server;
+}
+
+/** Bytes of one listed entry's JSON (the comma before it included). */
+export function listedBytes(server: McpServer): number {
+  return Buffer.byteLength(JSON.stringify(server)) + 1;
+}
+
+export function pageRequest(frame: { cursor?: string; limit?: number }): McpPageRequest {
+  return { after: frame.cursor, limit: Math.min(frame.limit ?? MCP_LIST_MAX_SERVERS, MCP_LIST_MAX_SERVERS) };
+}
+
+/**
+ * Fills one page from `source`: entries in name order after the request's cursor. Stops at the page's
+ * count, or before an entry that would pass the byte budget; `next` is set when an entry was left over.
+ */
+export async function fillPage(
+  source: AsyncIterable<McpServerEntry> | Iterable<McpServerEntry>,
+  request: McpPageRequest,
+): Promise<McpListPage> {
+  const servers: McpServer[] = [];
+  let bytes = ENVELOPE_BYTES;
+  for await (const entry of source) {
+    const server = listed(entry);
+    const size = listedBytes(server);
+    // Not registrable by this version (an older node's row): it could not fit a page of its own.
+    if (size > MCP_SERVER_MAX_BYTES) continue;
+    if (servers.length >= request.limit || bytes + size > MCP_LIST_MAX_BYTES) {
+      // An entry of at most MCP_SERVER_MAX_BYTES fits an empty page, so `servers` is not empty here.
+      return { servers, next: servers[servers.length - 1]!.server };
+    }
+    servers.push(server);
+    bytes += size;
+  }
+  return { servers };
+}
+
+/** A registration whose entry could not fit a page is `too_large` (checked before anything is written). */
+export function assertListable(server: McpServer): void {
+  const size = listedBytes(server);
+  if (size > MCP_SERVER_MAX_BYTES)
+    throw new ProtocolError(
+      'too_large',
+      `server "${server.server}" would list as ${size} bytes of JSON; at most ${MCP_SERVER_MAX_BYTES}`,
+    );
+}
