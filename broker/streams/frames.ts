@@ -6,6 +6,7 @@ import {
 } from '../../protocol/requests.js';
 import type { FrameRoutes } from '../../protocol/routes.js';
 import type { BrokerMetrics } from '../metrics.js';
+import { streamPageRequest } from './limits.js';
 import type { Streams } from './streams.js';
 
 /** The stream frames (docs/protocol.md § Streams) over whichever Streams implementation the node runs. */
@@ -23,8 +24,9 @@ export function registerStreamFrames(router: FrameRoutes, streams: Streams, metr
     metrics.streamPublishes.inc();
     return frame.rid === undefined ? undefined : { type: 'stream.published', stream: frame.stream };
   });
-  router.on('stream.list', streamListFrame, async (_frame, { identity }) => ({
+  // One bounded page; without a cursor the first, which is the whole list of a small mesh.
+  router.on('stream.list', streamListFrame, async (frame, { identity }) => ({
     type: 'stream.list_result',
-    streams: await streams.list(identity.meshId),
+    ...(await streams.list(identity.meshId, streamPageRequest(frame))),
   }));
 }

@@ -10,13 +10,18 @@ export const streamsRow = defineRow<Streams, RowContext>({
   flag: 'ha.streams',
   metric: 'mesh_broker_stream_publishes_total',
   doc: 'docs/streams.md',
-  build: ({ pool, metrics, sinks, bus, connections }) => {
+  build: ({ config, pool, metrics, sinks, bus, connections }) => {
+    const maxPerSession = config.streamMaxSubscriptionsPerSession;
     // The shared implementation is built on the local registry, which decides who gets a frame here.
-    const local = new LocalStreams(sinks.streams);
+    const local = new LocalStreams(sinks.streams, maxPerSession);
     return {
       local,
-      shared: new SharedStreams(local, pool, bus, () =>
-        connections.all().flatMap((c) => (c.identity ? [c.identity.sessionId] : [])),
+      shared: new SharedStreams(
+        local,
+        pool,
+        bus,
+        () => connections.all().flatMap((c) => (c.identity ? [c.identity.sessionId] : [])),
+        maxPerSession,
       ),
       session: (streams) => ({
         started: (identity) => streams.sessionStarted(identity.meshId, identity.sessionId),

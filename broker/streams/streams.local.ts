@@ -1,4 +1,5 @@
 import type { SessionIdentity } from '../connections/connection.js';
+import { assertCanSubscribe, byName, pageOf, type StreamListPage, type StreamPageRequest } from './limits.js';
 import type { StreamDataFrame, StreamSink, Streams } from './streams.js';
 
 /**
@@ -8,10 +9,17 @@ import type { StreamDataFrame, StreamSink, Streams } from './streams.js';
 export class LocalStreams implements Streams {
   /** meshId → stream → subscribed session ids */
   private readonly subscriptions = new Map<string, Map<string, Set<string>>>();
+  /** sessionId → its streams here: what the per-session bound counts. */
+  private readonly bySession = new Map<string, Set<string>>();
 
-  constructor(private readonly sink: StreamSink) {}
+  constructor(
+    private readonly sink: StreamSink,
+    private readonly maxPerSession: number,
+  ) {}
 
   async subscribe(session: SessionIdentity, stream: string): Promise<void> {
+    const held = this.bySession.get(session.sessionId);
+    assertCanSubscribe(held?.size ?? 0, held?.has(stream) ?? false, this.maxPerSession);
     this.add(session.meshId, stream, session.sessionId);
   }
 
@@ -29,18 +37,20 @@ export class LocalStreams implements Streams {
     });
   }
 
-  async list(meshId: string): Promise<Array<{ name: string; subscribers: number }>> {
+  async list(meshId: string, page: StreamPageRequest): Promise<StreamListPage> {
     const streams = this.subscriptions.get(meshId) ?? new Map<string, Set<string>>();
-    return [...streams]
+    const after = page.after;
+    const listed = [...streams]
+      .filter(([name]) => after === undefined || name > after)
       .map(([name, set]) => ({ name, subscribers: set.size }))
-      .sort((a, b) => a.name.localeCompare(b.name));
+      .sort(byName);
+    return pageOf(listed.slice(0, page.limit + 1), page.limit);
   }
 
   async sessionStarted(): Promise<void> {}
 
   async sessionEnded(meshId: string, sessionId: string): Promise<void> {
-    for (const stream of [...(this.subscriptions.get(meshId)?.keys() ?? [])])
-      this.remove(meshId, stream, sessionId);
+    for (const stream of [...(this.bySession.get(sessionId) ?? [])]) this.remove(meshId, stream, sessionId);
   }
 
   async activate(): Promise<void> {}
@@ -50,6 +60,7 @@ export class LocalStreams implements Streams {
 
   async close(): Promise<void> {
     this.subscriptions.clear();
+    this.bySession.clear();
   }
 
   /**
@@ -86,6 +97,9 @@ export class LocalStreams implements Streams {
       streams.set(stream, subscribers);
     }
     subscribers.add(sessionId);
+    const held = this.bySession.get(sessionId) ?? new Set<string>();
+    held.add(stream);
+    this.bySession.set(sessionId, held);
   }
 
   private remove(meshId: string, stream: string, sessionId: string): void {
@@ -93,6 +107,9 @@ export class LocalStreams implements Streams {
     const subscribers = streams?.get(stream);
     if (!streams || !subscribers) return;
     subscribers.delete(sessionId);
+    const held = this.bySession.get(sessionId);
+    held?.delete(stream);
+    if (held?.size === 0) this.bySession.delete(sessionId);
     if (subscribers.size === 0) streams.delete(stream);
     if (streams.size === 0) this.subscriptions.delete(meshId);
   }

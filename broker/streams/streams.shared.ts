@@ -1,6 +1,7 @@
 import type { Bus } from '../bus/bus.js';
 import type { SessionIdentity } from '../connections/connection.js';
-import type { Pool } from '../db/pool.js';
+import { inTransaction, type Pool } from '../db/pool.js';
+import { assertCanSubscribe, pageOf, type StreamListPage, type StreamPageRequest } from './limits.js';
 import type { StreamDataFrame, Streams } from './streams.js';
 import type { LocalStreams } from './streams.local.js';
 
@@ -22,6 +23,7 @@ export class SharedStreams implements Streams {
     private readonly bus: Bus,
     /** The sessions connected to this node now. */
     private readonly sessionsHere: () => string[],
+    private readonly maxPerSession: number,
   ) {}
 
   /**
@@ -49,12 +51,29 @@ export class SharedStreams implements Streams {
 
   async deactivate(): Promise<void> {}
 
+  /**
+   * Counted and written under the session's lock in one transaction: the session's sockets on any node
+   * (an old one not yet replaced) queue there, so together they never pass the bound.
+   */
   async subscribe(session: SessionIdentity, stream: string): Promise<void> {
-    await this.pool.query(
-      `INSERT INTO stream_subscriptions (mesh_id, stream, session_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
-      [session.meshId, stream, session.sessionId],
-    );
-    await this.local.subscribe(session, stream);
+    await inTransaction(this.pool, async (client) => {
+      await client.query("SELECT pg_advisory_xact_lock(hashtextextended('stream-subscriptions:' || $1, 0))", [
+        session.sessionId,
+      ]);
+      const held = await client.query<{ n: number; has: boolean }>(
+        `SELECT count(*)::int AS n, coalesce(bool_or(stream = $3), false) AS has
+           FROM stream_subscriptions WHERE mesh_id = $1 AND session_id = $2`,
+        [session.meshId, session.sessionId, stream],
+      );
+      const { n, has } = held.rows[0]!;
+      assertCanSubscribe(n, has, this.maxPerSession);
+      await client.query(
+        `INSERT INTO stream_subscriptions (mesh_id, stream, session_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+        [session.meshId, stream, session.sessionId],
+      );
+    });
+    // The bound was counted over every node above; here the subscription only joins this node's registry.
+    this.local.add(session.meshId, stream, session.sessionId);
   }
 
   async unsubscribe(session: SessionIdentity, stream: string): Promise<void> {
@@ -78,13 +97,14 @@ export class SharedStreams implements Streams {
     await this.bus.publishToMesh(session.meshId, 'stream.data', { ...frame, publishedAt: Date.now() });
   }
 
-  async list(meshId: string): Promise<Array<{ name: string; subscribers: number }>> {
+  async list(meshId: string, page: StreamPageRequest): Promise<StreamListPage> {
     const result = await this.pool.query<{ name: string; subscribers: number }>(
-      `SELECT stream AS name, count(*)::int AS subscribers FROM stream_subscriptions WHERE mesh_id = $1
-        GROUP BY stream ORDER BY stream`,
-      [meshId],
+      `SELECT stream AS name, count(*)::int AS subscribers FROM stream_subscriptions
+        WHERE mesh_id = $1 AND ($2::text IS NULL OR stream COLLATE "C" > $2)
+        GROUP BY stream ORDER BY stream COLLATE "C" LIMIT $3`,
+      [meshId, page.after ?? null, page.limit + 1],
     );
-    return result.rows;
+    return pageOf(result.rows, page.limit);
   }
 
   /** A session arriving here (perhaps from another node) brings the subscriptions it made anywhere. */
