@@ -4,6 +4,8 @@
  * of the mesh except the publisher, nothing stored; `list` counts the mesh's subscribers; subscriptions
  * belong to the session (they survive a reconnect within the grace period, on any node, and end when the
  * session ends); and all of it while the flag is flipped there and back twice under a stream of publishes.
+ * Issue 17: a session holds at most so many subscriptions, wherever it made them (one more is
+ * `limit_exceeded` and changes nothing); `stream.list` answers pages with a cursor.
  */
 import { describe, expect, it } from 'vitest';
 import type { MeshClient } from '../../client/client.js';
@@ -12,6 +14,8 @@ import { waitFor } from '../helpers/wait.js';
 import { collect, flipSequence, useWorld, WORLDS } from './harness.js';
 
 const GRACE_MS = 600;
+/** A small bound, so that a test reaches it with a few subscriptions. */
+const MAX_SUBSCRIPTIONS = 5;
 
 type Listed = { streams: Array<{ name: string; subscribers: number }> };
 
@@ -25,7 +29,13 @@ function dataOf(client: MeshClient, stream: string): unknown[] {
 }
 
 describe.each(WORLDS)('Streams contract, %s', (kind) => {
-  const world = useWorld(kind, { flag: 'ha.streams', env: { PRESENCE_GRACE_MS: String(GRACE_MS) } });
+  const world = useWorld(kind, {
+    flag: 'ha.streams',
+    env: {
+      PRESENCE_GRACE_MS: String(GRACE_MS),
+      STREAM_MAX_SUBSCRIPTIONS_PER_SESSION: String(MAX_SUBSCRIPTIONS),
+    },
+  });
 
   const subscribe = (client: MeshClient, stream: string) =>
     client.request({ type: 'stream.subscribe', stream });
@@ -231,4 +241,58 @@ describe.each(WORLDS)('Streams contract, %s', (kind) => {
     expect(numbers(atNear)).toHaveLength(published); // same node as the publisher: every one
     expect(numbers(atPublisher)).toEqual([]);
   }, 60_000);
+  it('a session holds at most the bound of subscriptions, also those it made on another node: one more is limit_exceeded and changes nothing', async () => {
+    const mesh = await world.mesh(2);
+    const first = await world.peer(world.a, mesh, mesh.members[0]!, { reconnect: false });
+    const sameMember = await world.peer(world.b, mesh, mesh.members[0]!);
+    const names = Array.from({ length: MAX_SUBSCRIPTIONS }, (_, i) => `s${i}`);
+    for (const name of names) await subscribe(first, name);
+    await expect(subscribe(first, 'one-more')).rejects.toThrow('limit_exceeded');
+    // Subscribing again to one it has is no new subscription.
+    expect(await subscribe(first, 's0')).toMatchObject({ type: 'stream.subscribed' });
+    // The bound is the session's: the member's other session has its own.
+    await subscribe(sameMember, 'one-more');
+    expect(await list(sameMember)).toEqual([
+      { name: 'one-more', subscribers: 1 },
+      ...names.map((name) => ({ name, subscribers: 1 })),
+    ]);
+    // The session moves to the other node within its grace period: it brings its subscriptions, and they
+    // still count there.
+    first.close();
+    const back = await world.peer(world.b, mesh, mesh.members[0]!, { sessionId: first.sessionId });
+    await back.request({ type: 'ping' });
+    if (world.crossNode()) await expect(subscribe(back, 'one-more')).rejects.toThrow('limit_exceeded');
+    await back.request({ type: 'stream.unsubscribe', stream: 's4' });
+    await subscribe(back, 'one-more');
+    expect((await list(sameMember)).find((s) => s.name === 'one-more')?.subscribers).toBe(2);
+  });
+
+  it('stream.list answers pages in name order with a cursor: at most `limit` streams each, `next` until the last, every stream once', async () => {
+    const mesh = await world.mesh(2);
+    const a = await world.peer(world.a, mesh, mesh.members[0]!);
+    const b = await world.peer(world.b, mesh, mesh.members[1]!);
+    for (const name of ['delta', 'alpha', 'echo']) await subscribe(a, name);
+    for (const name of ['charlie', 'bravo', 'alpha']) await subscribe(b, name);
+    type Page = { type: string; next?: string } & Listed;
+    const pages: Page[] = [];
+    let cursor: string | undefined;
+    do {
+      pages.push(await a.request<Page>({ type: 'stream.list', limit: 2, ...(cursor ? { cursor } : {}) }));
+      cursor = pages.at(-1)!.next;
+    } while (cursor !== undefined && pages.length < 10);
+    const all = [
+      { name: 'alpha', subscribers: 2 },
+      { name: 'bravo', subscribers: 1 },
+      { name: 'charlie', subscribers: 1 },
+      { name: 'delta', subscribers: 1 },
+      { name: 'echo', subscribers: 1 },
+    ];
+    expect(pages.flatMap((p) => p.streams)).toEqual(all);
+    expect(pages.map((p) => p.streams.length)).toEqual([2, 2, 1]);
+    // The documented form, no cursor: the first page, here the whole list, without `next`.
+    const whole = await a.request<Page>({ type: 'stream.list' });
+    expect(whole.streams).toEqual(all);
+    expect(whole.next).toBeUndefined();
+    await expect(a.request({ type: 'stream.list', cursor: 'no spaces' })).rejects.toThrow('bad_request');
+  });
 });
