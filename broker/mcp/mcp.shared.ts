@@ -132,16 +132,19 @@ export class SharedMcpRegistry implements McpRegistry {
         [host.meshId, host.pubkey, server, host.sessionId],
       );
       const { taken, ...usage } = counted.rows[0]!;
-      if (taken)
-        throw new ProtocolError('conflict', `server "${server}" is already hosted by another session`);
+      if (taken) throw conflict(server);
       assertWithinLimits(usage, tools.length, this.limits);
-      await client.query(
+      // The host check again in the write: a flip's write-through (adopt) takes no lock.
+      const written = await client.query(
         `INSERT INTO mcp_servers (mesh_id, server, description, tools, host_pubkey, host_session, host_node, online)
          VALUES ($1, $2, $3, $4, $5, $6, $7, true)
          ON CONFLICT (mesh_id, server) DO UPDATE
-           SET description = excluded.description, tools = excluded.tools, host_node = excluded.host_node, online = true`,
+           SET description = excluded.description, tools = excluded.tools, host_node = excluded.host_node, online = true
+           WHERE mcp_servers.host_session = excluded.host_session
+         RETURNING 1`,
         [host.meshId, server, description, JSON.stringify(tools), host.pubkey, host.sessionId, this.nodeId],
       );
+      if (written.rowCount === 0) throw conflict(server);
     });
   }
 
@@ -338,3 +341,7 @@ export class SharedMcpRegistry implements McpRegistry {
 }
 
 type Outcome = { result?: unknown; error?: string };
+
+function conflict(server: string): ProtocolError {
+  return new ProtocolError('conflict', `server "${server}" is already hosted by another session`);
+}
