@@ -307,7 +307,8 @@ export interface WatchInfo {
   extract: string | null;
   intervalSec: number;
   notifyOn: string;
-  lastValue: string | null;
+  /** The last value (the last notified one while a notification is held back); beyond 4 KiB its digest form. */
+  lastValue: string | WatchValueDigest | null;
   lastCheckedAt: string | null;
   lastError: string | null;
   createdAt: string;

@@ -5,6 +5,7 @@ import type { FrameRoutes } from '../../protocol/routes.js';
 import type { AuditLog } from '../audit/audit.js';
 import { BadTargetError, checkTarget, ForbiddenTargetError } from './address-guard.js';
 import { parseNotifyOn, validateExtract } from './fetch-value.js';
+import { boundedValue } from './notification.js';
 import type { WatchRunner } from './runner.js';
 import type { Watch, WatchLimits, WatchStore } from './store.js';
 
@@ -17,6 +18,13 @@ export interface WatchFramesOptions {
   allowPrivate: boolean;
 }
 
+/**
+ * The most of a last value `watch.list` echoes whole: a value can be WATCH_MAX_BYTES (1 MiB), so a list of
+ * a member's watches could be tens of MiB; a longer value is listed in its digest form (sha256, size and
+ * this much excerpt), as in a notification.
+ */
+export const LIST_VALUE_MAX_BYTES = 4096;
+
 function view(watch: Watch): WatchInfo {
   return {
     watchId: watch.watchId,
@@ -25,7 +33,7 @@ function view(watch: Watch): WatchInfo {
     extract: watch.extract,
     intervalSec: watch.intervalSec,
     notifyOn: watch.notifyOn,
-    lastValue: watch.lastValue,
+    lastValue: watch.lastValue === null ? null : boundedValue(watch.lastValue, LIST_VALUE_MAX_BYTES),
     lastCheckedAt: watch.lastCheckedAt?.toISOString() ?? null,
     lastError: watch.lastError,
     createdAt: watch.createdAt.toISOString(),

@@ -24,6 +24,11 @@ export function utf8Prefix(text: string, maxBytes: number): string {
   return bytes.subarray(0, end).toString('utf8');
 }
 
+/** `value` itself when it has at most `maxBytes` UTF-8 bytes, else its digest form with an excerpt that long. */
+export function boundedValue(value: string, maxBytes: number): WatchValue {
+  return Buffer.byteLength(value, 'utf8') <= maxBytes ? value : digestOf(value, maxBytes);
+}
+
 function digestOf(value: string, excerptBytes: number): WatchValueDigest {
   return {
     sha256: createHash('sha256').update(value, 'utf8').digest('hex'),
@@ -47,14 +52,12 @@ export function notificationBody(
   const render = (fields: WatchNotificationFields) => JSON.stringify(fields);
   const whole = render({ watchId, url, oldValue, newValue });
   if (Buffer.byteLength(whole, 'utf8') <= maxBodyBytes) return whole;
-  const shrink = (value: string, excerptBytes: number): WatchValue =>
-    Buffer.byteLength(value, 'utf8') <= excerptBytes ? value : digestOf(value, excerptBytes);
   for (let excerptBytes = Math.floor(maxBodyBytes / 2); ; excerptBytes = Math.floor(excerptBytes / 2)) {
     const body = render({
       watchId,
       url,
-      oldValue: oldValue === null ? null : shrink(oldValue, excerptBytes),
-      newValue: shrink(newValue, excerptBytes),
+      oldValue: oldValue === null ? null : boundedValue(oldValue, excerptBytes),
+      newValue: boundedValue(newValue, excerptBytes),
     });
     // An excerpt of 0 bytes leaves digests and the URL (≤ 2048 characters): fits any sane MAX_BODY_BYTES.
     if (Buffer.byteLength(body, 'utf8') <= maxBodyBytes || excerptBytes === 0) return body;

@@ -137,6 +137,36 @@ describe('watch notifications are bounded', () => {
     expect(stored.rows[0]!.bytes).toBeLessThanOrEqual(MAX_BODY_BYTES);
   });
 
+  it('watch.list does not echo 600 KiB values back: a last value beyond 4 KiB is listed in its digest form', async () => {
+    const mesh = await createMesh(node, 1);
+    const creator = await connectPeer(node.wsUrl, mesh, mesh.members[0]!);
+    const big = 'y'.repeat(600 * 1024);
+    site.values.set('/big-list', big);
+    for (let i = 0; i < 3; i++)
+      await creator.request({
+        type: 'watch.create',
+        url: `${base}/big-list`,
+        mode: 'json',
+        extract: 'data',
+        intervalSec: 60,
+      });
+    let reply: Listed | undefined;
+    await waitFor(
+      async () => {
+        reply = await creator.request<Listed>({ type: 'watch.list' });
+        return reply.watches.every((w) => w.lastValue !== null);
+      },
+      { what: 'three baselines' },
+    );
+    expect(JSON.stringify(reply).length).toBeLessThan(3 * 4096 + 4096);
+    for (const watch of reply!.watches)
+      expect(watch.lastValue).toEqual({
+        sha256: createHash('sha256').update(big).digest('hex'),
+        bytes: big.length,
+        excerpt: 'y'.repeat(4096),
+      });
+  });
+
   it('a notification takes from the send limit; one held back is not lost: it arrives at a later poll', async () => {
     const mesh = await createMesh(node, 2);
     const creator = await connectPeer(node.wsUrl, mesh, mesh.members[0]!);
