@@ -8,10 +8,15 @@ import type { Logger } from '../log.js';
 export type { DurableFrame, SessionIdentity };
 
 /**
- * Above this many buffered bytes a peer is too slow to keep up; it is closed rather than buffered forever.
- * What it is owed is in Postgres and replayed when it comes back; what else it missed was best effort.
+ * What the node buffers for peers that read slowly, all sockets together: each socket may hold its share
+ * of it (within the two bounds below). Past its share a peer is too slow to keep up; it is closed rather
+ * than buffered forever. What it is owed is in Postgres and replayed when it comes back; what else it
+ * missed (stream data, events) was best effort.
  */
+export const NODE_OUTBOUND_BUDGET = 64 * 1024 * 1024;
 const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
+/** Enough for the largest frame the node sends (a 32 KiB body in its envelope, a 256 KiB list page). */
+const MIN_BUFFERED_BYTES = 512 * 1024;
 /**
  * Above this many buffered bytes the socket is congested: its feed stops writing durable frames and its
  * next request is not handled until the peer has read its way back under it. A peer that does not read
@@ -44,7 +49,15 @@ export class Connection implements FeedSocket {
     /** The source address the socket came from (the load balancer's, behind one). */
     readonly remote: string,
     readonly log: Logger,
+    /** How many sockets this node holds: they share NODE_OUTBOUND_BUDGET. */
+    private readonly socketsOnNode: () => number = () => 1,
   ) {}
+
+  /** This socket's share of the node's outbound budget. */
+  private get bufferLimit(): number {
+    const share = NODE_OUTBOUND_BUDGET / Math.max(1, this.socketsOnNode());
+    return Math.min(MAX_BUFFERED_BYTES, Math.max(MIN_BUFFERED_BYTES, share));
+  }
 
   get isOpen(): boolean {
     return this.socket.readyState === this.socket.OPEN;
@@ -52,7 +65,8 @@ export class Connection implements FeedSocket {
 
   /** The peer is behind on reading (see OUTBOUND_HIGH_WATER). */
   get congested(): boolean {
-    return this.socket.bufferedAmount > OUTBOUND_HIGH_WATER;
+    // Half the socket's share at most: a feed that stops here never reaches the close bound.
+    return this.socket.bufferedAmount > Math.min(OUTBOUND_HIGH_WATER, this.bufferLimit / 2);
   }
 
   /** Resolves once the socket is no longer congested, or is closed. */
@@ -68,7 +82,7 @@ export class Connection implements FeedSocket {
   sendText(text: string): void {
     if (!this.isOpen) return;
     // Counted with the frame about to be written: one large frame must not take the buffer past its bound.
-    if (this.socket.bufferedAmount + text.length > MAX_BUFFERED_BYTES) {
+    if (this.socket.bufferedAmount + text.length > this.bufferLimit) {
       this.log.warn({ connection: this.id }, 'peer too slow to read its frames; closing');
       this.close(1008, 'too slow');
       return;

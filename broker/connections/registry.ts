@@ -80,6 +80,11 @@ export class ConnectionRegistry {
     return [...this.pending, ...this.bySessionId.values()];
   }
 
+  /** Every socket of the node, welcomed or still waiting for its hello. */
+  get socketCount(): number {
+    return this.bySessionId.size + this.pending.size;
+  }
+
   get size(): number {
     return this.bySessionId.size;
   }

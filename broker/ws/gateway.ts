@@ -82,7 +82,12 @@ export class Gateway {
       socket.close(CloseCode.draining, 'node draining');
       return;
     }
-    const connection = new Connection(socket, request.ip, log.child({ remote: request.ip }));
+    const connection = new Connection(
+      socket,
+      request.ip,
+      log.child({ remote: request.ip }),
+      () => connections.socketCount,
+    );
     // An unauthenticated socket costs a slot of its address until it says hello: one address cannot hold
     // the node's sockets with connections that never authenticate.
     if (connections.pendingFrom(request.ip) >= this.options.pendingPerAddress) {

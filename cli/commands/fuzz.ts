@@ -1,12 +1,15 @@
 /**
- * `workbench fuzz [--url URL --admin-token T] [--seed S] [--frames N] [--requests N] [--json]`: a seeded
- * protocol fuzz against one node (default: the local cluster's first node): bad WebSocket frames as a real
- * member of a fresh mesh, then bad HTTP requests. Prints the seed, what was sent and every finding; exits 1
- * when there is one. The same seed sends the same frames: a finding is replayed with `--seed`.
+ * `workbench fuzz [--url URL --admin-token T] [--seed S] [--frames N] [--requests N] [--abuse CASES]
+ * [--abuse-seconds N] [--rss-bound-mib N] [--json]`: a seeded protocol fuzz against one node (default: the
+ * local cluster's first node): bad WebSocket frames as a real member of a fresh mesh, then bad HTTP
+ * requests, then the resource-abuse cases (fuzz/abuse.ts; `--abuse none` skips them), each judged by the
+ * node's memory while good peers keep being served. Prints the seed, what was sent and every finding;
+ * exits 1 when there is one. The same seed sends the same frames: a finding is replayed with `--seed`.
  */
-import { generateMemberKeys } from '../../client/keys.js';
+import { generateMemberKeys, type MemberKeys } from '../../client/keys.js';
 import { parse, positiveInt, UsageError } from '../args.js';
 import { readCluster } from '../cluster/local.js';
+import { ABUSE_CASES, type AbuseCase, type AbuseResult, runAbuseCases } from '../fuzz/abuse.js';
 import { runFuzz } from '../fuzz/run.js';
 
 export async function fuzzCommand(argv: string[]): Promise<number> {
@@ -16,6 +19,9 @@ export async function fuzzCommand(argv: string[]): Promise<number> {
     seed: { type: 'string' },
     frames: { type: 'string' },
     requests: { type: 'string' },
+    abuse: { type: 'string' },
+    'abuse-seconds': { type: 'string' },
+    'rss-bound-mib': { type: 'string' },
     json: { type: 'boolean' },
   });
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
@@ -31,6 +37,9 @@ export async function fuzzCommand(argv: string[]): Promise<number> {
   const seed = values.seed === undefined ? Math.floor(Math.random() * 1e9) : Number(values.seed);
   const frames = positiveInt('--frames', values.frames, 2000);
   const requests = positiveInt('--requests', values.requests, 200);
+  const cases = abuseCases(values.abuse);
+  const abuseSeconds = positiveInt('--abuse-seconds', values['abuse-seconds'], 5);
+  const rssBoundBytes = positiveInt('--rss-bound-mib', values['rss-bound-mib'], 100) * 1024 * 1024;
 
   const admin = async (path: string, body: unknown) => {
     const response = await fetch(`${url}${path}`, {
@@ -43,7 +52,10 @@ export async function fuzzCommand(argv: string[]): Promise<number> {
   };
   const { meshId } = await admin('/admin/meshes', { name: `fuzz-${seed}-${Date.now()}` });
   const [member, peer] = [generateMemberKeys(), generateMemberKeys()];
-  for (const { pubkey } of [member, peer]) await admin(`/admin/meshes/${meshId}/members`, { pubkey });
+  const attackers = [generateMemberKeys(), generateMemberKeys(), generateMemberKeys()];
+  const good: [MemberKeys, MemberKeys] = [generateMemberKeys(), generateMemberKeys()];
+  for (const { pubkey } of [member, peer, ...attackers, ...good])
+    await admin(`/admin/meshes/${meshId}/members`, { pubkey });
 
   const report = await runFuzz({
     url,
@@ -55,7 +67,20 @@ export async function fuzzCommand(argv: string[]): Promise<number> {
     frames,
     requests,
   });
-  if (values.json) console.log(JSON.stringify(report, null, 2));
+  const abuse =
+    cases.length === 0
+      ? { results: [] as AbuseResult[], findings: [] }
+      : await runAbuseCases({
+          url,
+          meshId: meshId!,
+          attackers,
+          good,
+          seconds: abuseSeconds,
+          rssBoundBytes,
+          cases,
+        });
+  report.findings.push(...abuse.findings);
+  if (values.json) console.log(JSON.stringify({ ...report, abuse: abuse.results }, null, 2));
   else {
     console.log(
       `fuzz seed ${seed}: ${report.frames.sent} bad frames (${report.frames.errors} answered with an error, ${report.frames.closes} with a close), ${report.requests.sent} bad requests (${Object.entries(
@@ -64,6 +89,14 @@ export async function fuzzCommand(argv: string[]): Promise<number> {
         .map(([status, n]) => `${n}× ${status}`)
         .join(', ')})`,
     );
+    for (const result of abuse.results)
+      console.log(
+        `  abuse ${result.case}: RSS +${(result.rssPeakGrowthBytes / 1048576).toFixed(1)} MiB at peak, ${result.goodDms} good DMs (slowest ${result.goodDmMaxMs} ms), ${Object.entries(
+          result.attack,
+        )
+          .map(([what, n]) => `${what} ${n}`)
+          .join(', ')}`,
+      );
     for (const finding of report.findings.slice(0, 50))
       console.log(`  finding #${finding.index} ${finding.kind}: ${finding.problem}`);
     console.log(
@@ -73,4 +106,14 @@ export async function fuzzCommand(argv: string[]): Promise<number> {
     );
   }
   return report.findings.length === 0 ? 0 : 1;
+}
+
+function abuseCases(value: string | undefined): AbuseCase[] {
+  if (value === undefined) return [...ABUSE_CASES];
+  if (value === 'none') return [];
+  const names = value.split(',').map((name) => name.trim());
+  for (const name of names)
+    if (!(ABUSE_CASES as readonly string[]).includes(name))
+      throw new UsageError(`--abuse: unknown case "${name}" (cases: ${ABUSE_CASES.join(', ')}, or none)`);
+  return names as AbuseCase[];
 }

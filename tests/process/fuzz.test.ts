@@ -56,6 +56,8 @@ describe('protocol fuzzing', () => {
       '4000',
       '--requests',
       '300',
+      '--abuse',
+      'none',
       '--json',
     ]);
     fuzzing = false;
@@ -78,5 +80,49 @@ describe('protocol fuzzing', () => {
     await expect.poll(() => received.length, { timeout: 5000 }).toBe(sent);
     expect(received).toEqual([...received].sort((a, b) => a - b));
     expect(sent).toBeGreaterThan(2);
+  }, 120_000);
+
+  it('resource abuse (MCP amplification, slow readers, a frame flood): the node grows by at most 100 MiB each time, good peers served throughout', async () => {
+    const fuzz = await runWorkbench([
+      'fuzz',
+      '--url',
+      node.url,
+      '--admin-token',
+      ADMIN_TOKEN,
+      '--frames',
+      '1',
+      '--requests',
+      '1',
+      '--abuse-seconds',
+      '5',
+      '--rss-bound-mib',
+      '100',
+      '--json',
+    ]);
+    expect(fuzz.code, fuzz.stdout + fuzz.stderr).toBe(0);
+    const report = JSON.parse(fuzz.stdout) as {
+      findings: unknown[];
+      abuse: Array<{
+        case: string;
+        rssPeakGrowthBytes: number;
+        goodDms: number;
+        attack: Record<string, number>;
+      }>;
+    };
+    expect(report.findings).toEqual([]);
+    const byCase = Object.fromEntries(report.abuse.map((result) => [result.case, result]));
+    expect(Object.keys(byCase).sort()).toEqual(['amplification', 'flood', 'slow-reader']);
+    for (const result of report.abuse) {
+      expect(result.rssPeakGrowthBytes).toBeLessThan(100 * 1024 * 1024);
+      expect(result.goodDms).toBeGreaterThanOrEqual(3);
+    }
+    // Each attack really ran: servers registered up to a cap (not all 300), requests and frames written.
+    expect(byCase.amplification!.attack.servers).toBeGreaterThan(0);
+    expect(byCase.amplification!.attack.servers).toBeLessThan(300);
+    expect(byCase.amplification!.attack.requests).toBeGreaterThan(100);
+    expect(byCase['slow-reader']!.attack.published).toBeGreaterThan(100);
+    expect(byCase.flood!.attack.frames).toBeGreaterThan(100);
+    expect(node.process.exitCode).toBeNull();
+    expect((await fetch(`${node.url}/health`)).status).toBe(200);
   }, 120_000);
 });
