@@ -40,9 +40,10 @@ commands:
   migrate [--database-url URL]    create the database if needed and apply the migrations
   mesh create NAME --members K [--out FILE] [--database-url URL]
                                   create a mesh with K members and fresh ed25519 keys
-  audit verify [--mesh ID] [--json] [--database-url URL]
+  audit verify [--mesh ID] [--checkpoint FILE] [--json] [--database-url URL]
                                   walk every mesh's audit chain from Postgres; exit 1 if one is broken
-  audit verify --follow [--interval-ms N] [--rescan-ms N] [--metrics-port P] [--host H]
+                                  (or, with --checkpoint, shorter than or diverging from the checkpoint)
+  audit verify --follow [--checkpoint FILE] [--interval-ms N] [--rescan-ms N] [--metrics-port P] [--host H]
                                   the independent verifier: follow every chain, findings on its /metrics
   flags list --env E [--json]     each flag: the provider's value and what every live node acts on
   flags set KEY on|off --env E [--actor NAME]
@@ -54,7 +55,9 @@ commands:
                                   synthetic peers with a delivery checker; exit 1 if a message was
                                   lost, duplicated or reordered
   fuzz [--url URL --admin-token T] [--seed S] [--frames N] [--requests N] [--json]
-                                  seeded bad frames and HTTP requests against one node; exit 1 on a finding
+       [--abuse amplification,slow-reader,flood|none] [--abuse-seconds 5] [--rss-bound-mib 100]
+                                  seeded bad frames and HTTP requests, then resource abuse, against one
+                                  node; exit 1 on a finding (an answer out of protocol, RSS past the bound)
   chaos --seed S [--duration 120s] [--faults N] [--json] [--keep]
                                   a throw-away cluster under load hit by seeded faults; exit 1 if a
                                   message was lost or duplicated, a chain broke, a schedule or tick repeated`;
