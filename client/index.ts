@@ -9,3 +9,4 @@ export {
   MeshRequestError,
 } from './client.js';
 export { generateMemberKeys, type MemberKeys, pubkeyOf, signHello } from './keys.js';
+export { listMcpServers, listStreams } from './lists.js';

@@ -180,6 +180,9 @@ export class Gateway {
   }
 
   private async onFrame(connection: Connection, data: RawData, isBinary: boolean, countError: () => void) {
+    // A frame handled is a sign of life: while the node does not read a socket (inbound.ts) its pongs
+    // wait unread too, and a peer whose frames are being worked through must not count as dead.
+    connection.alive = true;
     let rid: string | undefined;
     try {
       if (isBinary) throw new ProtocolError('bad_request', 'binary frames are not part of the protocol');
