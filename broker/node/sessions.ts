@@ -138,6 +138,8 @@ export function createSessions(options: SessionsOptions): Sessions {
       connection.close(CloseCode.memberRevoked, 'member revoked');
       if (connection.identity) await modules.presence.leave(connection.identity);
     }
+    // Sessions of the member in their grace period have no socket to close: they end too.
+    await modules.presence.leaveMember(memberId);
   };
   bus.on('member.revoked', (_meshId, { memberId }) => {
     endMemberSessions(memberId).catch((error) => log.warn({ err: error }, 'ending revoked sessions failed'));

@@ -162,6 +162,11 @@ export class LocalPresence implements Presence {
     });
   }
 
+  async leaveMember(memberId: number): Promise<void> {
+    for (const session of [...this.sessions.values()])
+      if (session.identity.memberId === memberId) await this.leave(session.identity);
+  }
+
   async setStatus(sessionId: string, status: string): Promise<boolean> {
     const session = this.sessions.get(sessionId);
     if (!session) return false;

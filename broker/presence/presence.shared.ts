@@ -153,6 +153,26 @@ export class SharedPresence implements Presence {
     );
   }
 
+  async leaveMember(memberId: number): Promise<void> {
+    const sessions = await this.options.pool.query<{ sessionId: string }>(
+      'SELECT session_id AS "sessionId" FROM presence WHERE member_id = $1',
+      [memberId],
+    );
+    for (const { sessionId } of sessions.rows) {
+      clearTimeout(this.graceTimers.get(sessionId));
+      this.graceTimers.delete(sessionId);
+    }
+    // One statement: every node told of the revocation runs it, and only the first one finds the rows
+    // (each peer.left is announced once).
+    this.announceLeft(
+      await this.options.pool.query<Row>(
+        `DELETE FROM presence p USING members m WHERE m.id = p.member_id AND p.member_id = $1
+         RETURNING p.session_id AS "sessionId", p.mesh_id AS "meshId", m.pubkey`,
+        [memberId],
+      ),
+    );
+  }
+
   async setStatus(sessionId: string, status: string): Promise<boolean> {
     const result = await this.options.pool.query<Row>(
       `UPDATE presence p SET status = $2 FROM members m WHERE m.id = p.member_id AND p.session_id = $1

@@ -9,7 +9,8 @@
  *   reattached: no `peer.joined`, and no `peer.left` for the short absence.
  * - `detach` is called when the session's socket closes. The session stays listed (disconnected) for the
  *   grace period; then it leaves and `peer.left` is emitted once.
- * - `leave` ends a session at once (member revoked).
+ * - `leave` ends a session at once; `leaveMember` every session of a member, in its grace period too
+ *   (member revoked: a revoked member is not listed as present, not even as disconnected).
  * - Events go to the `PresenceEvents` handler the node registered; it fans them out to sockets.
  * - `claimNonce` is true the first time a nonce is seen within the window in which its hello's timestamp
  *   is acceptable (twice the allowed skew), false for every later attempt (see hello/nonces.ts).
@@ -36,6 +37,8 @@ export interface Presence extends Lifecycle {
   attach(session: SessionIdentity): Promise<{ reattached: boolean }>;
   detach(session: SessionIdentity): Promise<void>;
   leave(session: SessionIdentity): Promise<void>;
+  /** Ends every session of the member held here, connected or in its grace period (member revoked). */
+  leaveMember(memberId: number): Promise<void>;
   /** Records a session's reported status and emits `peer.status`; false when the session is unknown. */
   setStatus(sessionId: string, status: string): Promise<boolean>;
   /** Binds `sessionId` to `memberId` (or confirms it); false when it belongs to another member. */

@@ -383,3 +383,31 @@ describe.each(WORLDS)('Presence contract, %s', (kind) => {
     );
   }, 60_000);
 });
+
+describe.each(WORLDS)('Presence contract with a long grace period, %s', (kind) => {
+  const LONG_GRACE_MS = 10_000;
+  const world = useWorld(kind, { flag: 'ha.presence', env: { PRESENCE_GRACE_MS: String(LONG_GRACE_MS) } });
+
+  it('leaveMember (member revoked): its sessions inside their grace period end at once, on every node: one peer.left each, no longer listed', async () => {
+    const mesh = await world.mesh(2);
+    const observer = await world.peer(world.a, mesh, mesh.members[0]!);
+    const away = await world.peer(world.b, mesh, mesh.members[1]!, { reconnect: false });
+    const left = leaves(observer, away.sessionId, 5000);
+    away.close();
+    const observersThere = world.a === world.b ? 1 : 0;
+    await waitFor(
+      async () =>
+        (await world.metric(world.b, 'mesh_broker_connections', { mesh: mesh.meshId })) === observersThere,
+    );
+    expect((await observer.peers()).map((p) => p.sessionId)).toContain(away.sessionId);
+    const revokedAt = Date.now();
+    const response = await world.a.admin(
+      `/admin/meshes/${mesh.meshId}/members/${mesh.members[1]!.pubkey}/revoke`,
+      { method: 'POST' },
+    );
+    expect(response.status).toBe(200);
+    expect(await left).toBe(true);
+    expect(Date.now() - revokedAt).toBeLessThan(LONG_GRACE_MS / 2);
+    expect((await observer.peers()).map((p) => p.sessionId)).toEqual([observer.sessionId]);
+  });
+});
