@@ -84,7 +84,7 @@ export class BrokerMetrics {
 
   readonly rateLimited = new Counter({
     name: 'mesh_broker_rate_limited_total',
-    help: 'Requests refused by a rate limit, by kind (send, hook)',
+    help: 'Requests refused by a rate limit, by kind (send, hook; schedule: an occurrence skipped, watch: a notification held back, both from the send bucket)',
     labelNames: ['kind'],
     registers: [this.registry],
   });
@@ -249,7 +249,7 @@ export class BrokerMetrics {
     this.registry.setDefaultLabels({ node: nodeId });
     collectDefaultMetrics({ register: this.registry, prefix: 'mesh_broker_process_' });
     // Known label values start at 0, so a rate or a dashboard query has a series before the first event.
-    for (const kind of ['send', 'hook']) this.rateLimited.inc({ kind }, 0);
+    for (const kind of ['send', 'hook', 'schedule', 'watch']) this.rateLimited.inc({ kind }, 0);
     this.helloRejections.inc({ reason: 'mesh at capacity' }, 0);
     for (const resumed of ['true', 'false']) this.hellosAccepted.inc({ resumed }, 0);
     for (const outcome of ['fired', 'skipped', 'failed']) this.scheduleFires.inc({ outcome }, 0);
