@@ -14,7 +14,12 @@ const backgroundWork = async (id: string) =>
 
 beforeAll(async () => {
   db = await createTestDatabase('ha_active_lease');
-  cluster = new TestCluster(db.url, { SCHEDULE_MAX_PER_MEMBER: '1000' });
+  // Occurrences take from the creator's send limit: a quota above the 20 it fires at once.
+  cluster = new TestCluster(db.url, {
+    SCHEDULE_MAX_PER_MEMBER: '1000',
+    SEND_BURST: '1000',
+    SEND_RATE_PER_MIN: '100000',
+  });
   // Phase 1: the active lease on; schedules still the single-node implementation.
   cluster.setFlags('phase1', ['ha.active-lease', 'ha.presence']);
   await cluster.start('primary', 'phase1');

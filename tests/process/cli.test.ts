@@ -58,6 +58,7 @@ describe('workbench CLI', () => {
       'promotions',
       'schedule_occurrences',
       'schedules',
+      'session_bindings',
       'smoke_runs',
       'stream_subscriptions',
       'watches',
