@@ -346,6 +346,8 @@ export interface AuditEntry {
 export interface AuditResult {
   type: 'audit.result';
   entries: AuditEntry[];
+  /** Set when the page stopped at its byte bound before `limit`: ask again with `before` = the last seq. */
+  more?: true;
 }
 
 /** Rows of a chain that claim one place in it. */

@@ -35,6 +35,35 @@ type Verify = Frame & {
 };
 
 describe('audit chain', () => {
+  it('pages audit.query by bytes too: a page of large entries stops before 256 KiB and says more; the next page goes on', async () => {
+    const mesh = await createMesh(node, 1);
+    const a = await connectPeer(node.wsUrl, mesh, mesh.members[0]!);
+    // mcp.registered records the tool names: 100 names of 64 characters, ~7 KiB an entry.
+    const tools = Array.from({ length: 100 }, (_, i) => ({
+      name: `${String(i).padStart(3, '0')}${'t'.repeat(61)}`,
+    }));
+    for (let i = 0; i < 60; i++) await a.request({ type: 'mcp.register', server: 'big', tools });
+    const seen = new Set<number>();
+    let before: number | undefined;
+    for (let pages = 0; pages < 10; pages++) {
+      const rid = `page-${pages}`;
+      const page = await a.request<Result & { more?: true }>({
+        type: 'audit.query',
+        limit: 1000,
+        rid,
+        ...(before === undefined ? {} : { before }),
+      });
+      expect(Buffer.byteLength(JSON.stringify(page))).toBeLessThanOrEqual(256 * 1024);
+      for (const entry of page.entries) seen.add(entry.seq);
+      if (!page.more) break;
+      expect(page.entries.length).toBeGreaterThan(0);
+      before = page.entries[page.entries.length - 1]!.seq;
+    }
+    // Every entry of the mesh, each once: 60 registrations (the first one also replaced nothing).
+    expect(seen.size).toBeGreaterThanOrEqual(60);
+    expect(Math.min(...seen)).toBe(1);
+  });
+
   it('records what happens in a mesh (metadata, never bodies), newest first, with paging', async () => {
     const mesh = await createMesh(node, 2);
     const a = await connectPeer(node.wsUrl, mesh, mesh.members[0]!);
