@@ -296,6 +296,8 @@ export interface ScheduleCancelled {
 export interface ScheduleListResult {
   type: 'schedule.list_result';
   schedules: ScheduleInfo[];
+  /** The cursor of the next page (ask again with `cursor`); absent on the last page. */
+  next?: string;
 }
 
 // URL watches

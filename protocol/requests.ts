@@ -151,7 +151,12 @@ export const scheduleCreateFrame = z.object({
   rid,
 });
 export const scheduleCancelFrame = z.object({ type: z.literal('schedule.cancel'), scheduleId: idField, rid });
-export const scheduleListFrame = z.object({ type: z.literal('schedule.list'), rid });
+export const scheduleListFrame = z.object({
+  type: z.literal('schedule.list'),
+  /** The `next` of the previous page: schedules after it. */
+  cursor: z.string().max(64).optional(),
+  rid,
+});
 
 // URL watches
 

@@ -4,6 +4,7 @@ import { scheduleCancelFrame, scheduleCreateFrame, scheduleListFrame } from '../
 import type { FrameRoutes } from '../../protocol/routes.js';
 import type { AuditLog } from '../audit/audit.js';
 import type { Directory } from '../identity/directory.js';
+import { schedulePage } from './list-page.js';
 import type { Scheduler } from './scheduler.js';
 import type { Schedule, ScheduleStore } from './store.js';
 import { cronProblem, nextCronRun } from './timing.js';
@@ -107,8 +108,8 @@ export function registerScheduleFrames(router: FrameRoutes, options: ScheduleFra
     return { type: 'schedule.cancelled', scheduleId: frame.scheduleId };
   });
 
-  router.on('schedule.list', scheduleListFrame, async (_frame, { identity }) => ({
+  router.on('schedule.list', scheduleListFrame, async (frame, { identity }) => ({
     type: 'schedule.list_result',
-    schedules: (await store.list(identity.meshId, identity.memberId)).map(view),
+    ...schedulePage((await store.list(identity.meshId, identity.memberId)).map(view), frame.cursor),
   }));
 }

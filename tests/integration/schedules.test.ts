@@ -21,6 +21,40 @@ afterAll(async () => {
 type Created = Frame & { scheduleId: string; nextFireAt: number };
 
 describe('scheduled messages on one node', () => {
+  it('schedule.list comes in pages of at most 256 KiB, soonest first, every schedule once', async () => {
+    const mesh = await createMesh(node, 2);
+    const creator = await connectPeer(node.wsUrl, mesh, mesh.members[0]!);
+    const base = Date.now() + 3_600_000;
+    const created: string[] = [];
+    for (let i = 0; i < 40; i++) {
+      const { scheduleId } = await creator.request<Frame & { scheduleId: string }>({
+        type: 'schedule.create',
+        to: mesh.members[1]!.pubkey,
+        body: `${i}:${'b'.repeat(30 * 1024)}`,
+        at: base + i * 1000,
+      });
+      created.push(scheduleId);
+    }
+    const listed: string[] = [];
+    let cursor: string | undefined;
+    for (let pages = 0; pages < 20; pages++) {
+      const page = await creator.request<Frame & { schedules: Array<{ scheduleId: string }>; next?: string }>(
+        {
+          type: 'schedule.list',
+          ...(cursor === undefined ? {} : { cursor }),
+        },
+      );
+      expect(Buffer.byteLength(JSON.stringify(page))).toBeLessThanOrEqual(256 * 1024);
+      listed.push(...page.schedules.map((s) => s.scheduleId));
+      if (!page.next) break;
+      cursor = page.next;
+    }
+    expect(listed).toEqual(created); // created soonest first: the same order
+    await expect(creator.request({ type: 'schedule.list', cursor: 'nonsense' })).rejects.toThrow(
+      'bad_request',
+    );
+  });
+
   it('fires a one-shot message from the creator, even while the creator is offline', async () => {
     const mesh = await createMesh(node, 2);
     const creator = await connectPeer(node.wsUrl, mesh, mesh.members[0]!);
