@@ -219,8 +219,18 @@ export class MeshClient extends Emitter<ClientEvents> {
   }
 
   async peers(): Promise<Peer[]> {
-    const reply = await this.request<Frame & { peers: Peer[] }>({ type: 'peers.list' });
-    return reply.peers;
+    // Every page (a large mesh lists in pages of at most 256 KiB).
+    const peers: Peer[] = [];
+    let cursor: string | undefined;
+    do {
+      const reply = await this.request<Frame & { peers: Peer[]; next?: string }>({
+        type: 'peers.list',
+        ...(cursor === undefined ? {} : { cursor }),
+      });
+      peers.push(...reply.peers);
+      cursor = reply.next;
+    } while (cursor !== undefined);
+    return peers;
   }
 
   /** Writes a frame as is (no rid, no reply expected). Dropped when not connected. */

@@ -120,6 +120,8 @@ export interface Peer {
 export interface Peers {
   type: 'peers';
   peers: Peer[];
+  /** The cursor of the next page (ask again with `cursor`); absent on the last page. */
+  next?: string;
 }
 
 export interface PeerJoined {

@@ -45,7 +45,12 @@ export const ackFrame = z.object({
 
 // Presence
 
-export const peersListFrame = z.object({ type: z.literal('peers.list'), rid });
+export const peersListFrame = z.object({
+  type: z.literal('peers.list'),
+  /** The `next` of the previous page: sessions after it. */
+  cursor: uuid.optional(),
+  rid,
+});
 
 // Streams
 

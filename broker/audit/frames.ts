@@ -2,15 +2,10 @@ import type { AuditEntry } from '../../protocol/frames.js';
 import { auditQueryFrame, auditVerifyFrame } from '../../protocol/requests.js';
 import type { FrameRoutes } from '../../protocol/routes.js';
 import type { Pool } from '../db/pool.js';
+import { fillByBytes } from '../paging.js';
 import type { AuditLog } from './audit.js';
 import { redactFor } from './redact.js';
 import { AUDIT_COLUMNS, type AuditRow, verifyMesh } from './verify.js';
-
-/**
- * The most JSON one `audit.result` carries (payloads are the events' own: a page of 1000 large ones must
- * not be built whole). A page stops before the entry that would pass it, and says `more`.
- */
-export const AUDIT_PAGE_MAX_BYTES = 256 * 1024;
 
 function entry(row: AuditRow): AuditEntry {
   return {
@@ -38,18 +33,11 @@ export function registerAuditFrames(router: FrameRoutes, pool: Pool, audit: Audi
       [identity.meshId, frame.before ?? null, frame.limit ?? 100],
     );
     // Redacted on read: the stored rows (and so the chain) stay as written.
-    const entries: AuditEntry[] = [];
-    let bytes = 1024; // the envelope
-    for (const row of result.rows) {
-      const shown = redactFor(identity.pubkey, entry(row));
-      bytes += Buffer.byteLength(JSON.stringify(shown)) + 1;
-      // Always one entry, so paging moves on (an audit payload is far below the reply bound).
-      if (entries.length > 0 && bytes > AUDIT_PAGE_MAX_BYTES) {
-        return { type: 'audit.result', entries, more: true };
-      }
-      entries.push(shown);
-    }
-    return { type: 'audit.result', entries };
+    // A page also stops at the byte bound (payloads are the events' own), and then says `more`.
+    const { entries, last } = fillByBytes(result.rows.map((row) => redactFor(identity.pubkey, entry(row))));
+    return last === undefined
+      ? { type: 'audit.result', entries }
+      : { type: 'audit.result', entries, more: true };
   });
   router.on('audit.verify', auditVerifyFrame, async (_frame, { identity }) => {
     await audit.flush(identity.meshId);

@@ -1,6 +1,6 @@
 /**
  * One page of `schedule.list` (docs/protocol.md § Scheduled messages), bounded by construction: at most
- * SCHEDULE_LIST_MAX_BYTES of JSON, so a member's 100 schedules of 32 KiB bodies are not one 3 MiB reply.
+ * LIST_PAGE_MAX_BYTES of JSON (broker/paging.ts), so a member's 100 schedules of 32 KiB bodies are not one 3 MiB reply.
  *
  * Pages go soonest first, and the cursor is the last entry's (nextFireAt, scheduleId). A schedule's next
  * fire time only ever moves later, so one not yet listed can never fall behind the cursor: every active
@@ -8,10 +8,7 @@
  */
 import { ProtocolError } from '../../protocol/errors.js';
 import type { ScheduleInfo } from '../../protocol/frames.js';
-
-export const SCHEDULE_LIST_MAX_BYTES = 256 * 1024;
-/** Room kept for the envelope: type, `next`, `rid`. */
-const ENVELOPE_BYTES = 1024;
+import { fillByBytes } from '../paging.js';
 
 interface Position {
   nextFireAt: number;
@@ -44,19 +41,10 @@ export function schedulePage(
 ): { schedules: ScheduleInfo[]; next?: string } {
   const from = cursor === undefined ? undefined : decodeCursor(cursor);
   const sorted = schedules
-    .map((schedule) => ({ schedule, position: positionOf(schedule) }))
-    .filter(({ position }) => from === undefined || after(position, from))
-    .sort((a, b) => (after(a.position, b.position) ? 1 : after(b.position, a.position) ? -1 : 0));
-  const page: ScheduleInfo[] = [];
-  let bytes = ENVELOPE_BYTES;
-  for (const { schedule } of sorted) {
-    bytes += Buffer.byteLength(JSON.stringify(schedule)) + 1;
-    // Always one entry (a body is at most MAX_BODY_BYTES, far below the page), so paging moves on.
-    if (page.length > 0 && bytes > SCHEDULE_LIST_MAX_BYTES) {
-      const last = page[page.length - 1]!;
-      return { schedules: page, next: encodeCursor(positionOf(last)) };
-    }
-    page.push(schedule);
-  }
-  return { schedules: page };
+    .filter((schedule) => from === undefined || after(positionOf(schedule), from))
+    .sort((a, b) => (after(positionOf(a), positionOf(b)) ? 1 : after(positionOf(b), positionOf(a)) ? -1 : 0));
+  const { entries, last } = fillByBytes(sorted);
+  return last === undefined
+    ? { schedules: entries }
+    : { schedules: entries, next: encodeCursor(positionOf(last)) };
 }

@@ -12,7 +12,7 @@ let node: TestNode;
 
 beforeAll(async () => {
   db = await createTestDatabase('presence');
-  node = await startTestNode(db.url, { PRESENCE_GRACE_MS: String(GRACE_MS) });
+  node = await startTestNode(db.url, { PRESENCE_GRACE_MS: String(GRACE_MS), MESH_CONNECTION_CAP: '300' });
 });
 afterEach(closeAllClients);
 afterAll(async () => {
@@ -21,6 +21,29 @@ afterAll(async () => {
 });
 
 describe('presence on one node', () => {
+  it('peers.list comes in pages of at most 256 KiB (150 sessions of long names and 32 groups); the SDK follows them', async () => {
+    const mesh = await createMesh(node, 2);
+    const groups = Array.from({ length: 32 }, (_, i) => `${String(i).padStart(2, '0')}${'g'.repeat(62)}`);
+    const sockets = [];
+    for (let i = 0; i < 150; i++) {
+      sockets.push(
+        await rawSession(
+          node.wsUrl,
+          helloFrame(mesh, mesh.members[1]!, { name: `${i}`.padEnd(128, 'n'), groups }),
+        ),
+      );
+    }
+    const observer = await rawSession(node.wsUrl, helloFrame(mesh, mesh.members[0]!));
+    observer.send({ type: 'peers.list', rid: 'p1' });
+    const first = await observer.next((f) => f.type === 'peers');
+    expect(Buffer.byteLength(JSON.stringify(first))).toBeLessThanOrEqual(256 * 1024);
+    expect(typeof first.next).toBe('string');
+    const client = await connectPeer(node.wsUrl, mesh, mesh.members[0]!);
+    const all = await client.peers();
+    expect(new Set(all.map((p) => p.sessionId)).size).toBe(152);
+    for (const socket of [...sockets, observer]) socket.close();
+  });
+
   it('announces joins, lists peers with their node, and announces a leave after the grace period', async () => {
     const mesh = await createMesh(node, 2);
     const a = await connectPeer(node.wsUrl, mesh, mesh.members[0]!, { name: 'alice' });
