@@ -4,7 +4,8 @@
  * entries a member makes large or many (`schedule.list`, `peers.list`); `mcp.list` (broker/mcp/page.ts)
  * and `audit.query` bound theirs the same way from lazy sources.
  */
-export const LIST_PAGE_MAX_BYTES = 256 * 1024;
+/** Below V8's large-object size, like MCP pages (broker/mcp/page.ts): a page is young garbage. */
+export const LIST_PAGE_MAX_BYTES = 64 * 1024;
 /** Room kept for the envelope around the entries: type, `next`, `rid`. */
 const ENVELOPE_BYTES = 1024;
 

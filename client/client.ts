@@ -219,7 +219,7 @@ export class MeshClient extends Emitter<ClientEvents> {
   }
 
   async peers(): Promise<Peer[]> {
-    // Every page (a large mesh lists in pages of at most 256 KiB).
+    // Every page (a large mesh lists in pages of at most 64 KiB).
     const peers: Peer[] = [];
     let cursor: string | undefined;
     do {

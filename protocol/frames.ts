@@ -235,7 +235,7 @@ export interface McpUnregistered {
 }
 
 /**
- * One page of the mesh's servers, in name order (at most MCP_LIST_MAX_SERVERS and 256 KiB); `next` (the
+ * One page of the mesh's servers, in name order (at most MCP_LIST_MAX_SERVERS and 64 KiB); `next` (the
  * cursor of the next page) while more follow.
  */
 export interface McpListResult {

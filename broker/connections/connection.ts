@@ -15,7 +15,7 @@ export type { DurableFrame, SessionIdentity };
  */
 export const NODE_OUTBOUND_BUDGET = 64 * 1024 * 1024;
 const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
-/** Enough for the largest frame the node sends (a 32 KiB body in its envelope, a 256 KiB list page). */
+/** Enough for the largest frame the node sends (a 32 KiB body in its envelope, a 64 KiB list page). */
 const MIN_BUFFERED_BYTES = 512 * 1024;
 /**
  * Above this many buffered bytes the socket is congested: its feed stops writing durable frames and its

@@ -10,17 +10,23 @@ import type { McpServer } from '../../protocol/frames.js';
 import { MCP_LIST_MAX_SERVERS } from '../../protocol/requests.js';
 import type { McpServerEntry } from './mcp.js';
 
-/** The most JSON one `mcp.list_result` frame may carry, envelope included. */
-export const MCP_LIST_MAX_BYTES = 256 * 1024;
+/**
+ * The most JSON one `mcp.list_result` frame may carry, envelope included. Kept below V8's large-object
+ * size (about 128 KiB): a reply is then short-lived young garbage, not old-space memory that grows the
+ * node's RSS until a full collection (measured with `workbench fuzz --abuse amplification`: peaks of
+ * +21 to +79 MiB with 256 KiB pages, +5 to +39 MiB with 64 KiB pages).
+ */
+export const MCP_LIST_MAX_BYTES = 64 * 1024;
 
 /** Room kept for the envelope around the servers: type, `next` (≤ 64 characters), `rid` (≤ 128). */
 const ENVELOPE_BYTES = 1024;
 
 /**
- * The largest entry a server may have as listed: a registration above it is `too_large`. Half the page
- * budget, so every page holds at least one server and paging always moves on.
+ * The largest entry a server may have as listed: a registration above it is `too_large`. It fits an empty
+ * page (with the envelope), so every page holds at least one server and paging always moves on. A
+ * registration frame is at most MAX_FRAME_BYTES (64 KiB by default), so at the default this rarely binds.
  */
-export const MCP_SERVER_MAX_BYTES = 128 * 1024;
+export const MCP_SERVER_MAX_BYTES = 60 * 1024;
 
 export interface McpPageRequest {
   /** List servers whose name comes after this one (the previous page's `next`). */

@@ -26,7 +26,7 @@ import { waitFor } from '../helpers/wait.js';
  * is not dropped as dead meanwhile.
  */
 const TIMINGS = { PRESENCE_GRACE_MS: '3000', HEARTBEAT_MS: '5000', NODE_DEAD_MS: '15000' };
-const LIST_MAX_BYTES = 256 * 1024;
+const LIST_MAX_BYTES = 64 * 1024;
 
 /** An attacker's session: a raw socket that said hello, and counts the bytes of every frame it gets. */
 async function attacker(node: TestNode, mesh: TestMesh, member: TestMesh['members'][number]) {
@@ -267,7 +267,7 @@ describe.each(WORLDS)('MCP and stream abuse, %s', (kind) => {
       },
     });
 
-    it('every mcp.list reply frame is at most 256 KiB, also to readers that never read, and paging returns all 300 once', async () => {
+    it('every mcp.list reply frame is at most 64 KiB, also to readers that never read, and paging returns all 300 once', async () => {
       const mesh = await world.mesh(2);
       const host = await attacker(world.a, mesh, mesh.members[0]!);
       const heavyTools = Array.from({ length: 25 }, (_, i) => tool(`t${i}`, 'd'.repeat(2000)));

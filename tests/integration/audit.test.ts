@@ -35,7 +35,7 @@ type Verify = Frame & {
 };
 
 describe('audit chain', () => {
-  it('pages audit.query by bytes too: a page of large entries stops before 256 KiB and says more; the next page goes on', async () => {
+  it('pages audit.query by bytes too: a page of large entries stops before 64 KiB and says more; the next page goes on', async () => {
     const mesh = await createMesh(node, 1);
     const a = await connectPeer(node.wsUrl, mesh, mesh.members[0]!);
     // mcp.registered records the tool names: 100 names of 64 characters, ~7 KiB an entry.
@@ -53,7 +53,7 @@ describe('audit chain', () => {
         rid,
         ...(before === undefined ? {} : { before }),
       });
-      expect(Buffer.byteLength(JSON.stringify(page))).toBeLessThanOrEqual(256 * 1024);
+      expect(Buffer.byteLength(JSON.stringify(page))).toBeLessThanOrEqual(64 * 1024);
       for (const entry of page.entries) seen.add(entry.seq);
       if (!page.more) break;
       expect(page.entries.length).toBeGreaterThan(0);

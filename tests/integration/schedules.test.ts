@@ -21,7 +21,7 @@ afterAll(async () => {
 type Created = Frame & { scheduleId: string; nextFireAt: number };
 
 describe('scheduled messages on one node', () => {
-  it('schedule.list comes in pages of at most 256 KiB, soonest first, every schedule once', async () => {
+  it('schedule.list comes in pages of at most 64 KiB, soonest first, every schedule once', async () => {
     const mesh = await createMesh(node, 2);
     const creator = await connectPeer(node.wsUrl, mesh, mesh.members[0]!);
     const base = Date.now() + 3_600_000;
@@ -44,7 +44,7 @@ describe('scheduled messages on one node', () => {
           ...(cursor === undefined ? {} : { cursor }),
         },
       );
-      expect(Buffer.byteLength(JSON.stringify(page))).toBeLessThanOrEqual(256 * 1024);
+      expect(Buffer.byteLength(JSON.stringify(page))).toBeLessThanOrEqual(64 * 1024);
       listed.push(...page.schedules.map((s) => s.scheduleId));
       if (!page.next) break;
       cursor = page.next;
