@@ -4,6 +4,8 @@
 #   prometheus  Prometheus and promtool: the dashboard's queries and the shipped configs are checked for
 #               real (tests/cluster/prometheus.test.ts); the package's service is not started
 #   chromium    the console's browser tests, headless, driven by playwright-core (which downloads no browser)
+#   docker-compose  Debian's docker-compose 1.29: the compose files are merged and checked with its
+#               `config` (tests/unit/compose-files.test.ts), which needs no container engine
 # The machines of this project run as root; elsewhere it says what to install.
 # Usage: scripts/require-packages.sh PACKAGE...
 set -euo pipefail
@@ -13,6 +15,7 @@ present() {
     haproxy) command -v haproxy >/dev/null ;;
     prometheus) command -v prometheus >/dev/null && command -v promtool >/dev/null ;;
     chromium) [ -x /usr/bin/chromium ] ;;
+    docker-compose) command -v docker-compose >/dev/null ;;
     *) echo "require-packages: unknown package $1" >&2; exit 2 ;;
   esac
 }

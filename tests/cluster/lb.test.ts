@@ -70,56 +70,77 @@ describe('phase folders', () => {
     expect(file.flags).toEqual(phasePreset(phase));
   });
 
-  it.each(PHASES)('phase %i: the compose file parses and its references hold', (phase) => {
-    const dir = join(root, 'phases', `phase${phase}`);
-    const compose = parse(readFileSync(join(dir, 'compose.yml'), 'utf8')) as {
-      services: Record<
-        string,
-        {
-          image?: string;
-          depends_on?: Record<string, unknown> | string[];
-          volumes?: string[];
-          healthcheck?: unknown;
-        }
-      >;
-      volumes?: Record<string, unknown>;
-    };
-    const services = Object.keys(compose.services);
-    for (const required of [
-      'postgres',
-      'redis',
-      'traefik',
-      'prometheus',
-      'grafana',
-      'unleash',
-      'client',
-      'audit-verifier',
-    ]) {
-      expect(services).toContain(required);
-    }
-    const brokers = services.filter((s) => s.startsWith('broker-'));
-    expect(brokers.length).toBeGreaterThan(0);
-    for (const [name, service] of Object.entries(compose.services)) {
-      expect(service.image, `${name} image`).toBeTruthy();
-      const deps = Array.isArray(service.depends_on)
-        ? service.depends_on
-        : Object.keys(service.depends_on ?? {});
-      for (const dep of deps) expect(services, `${name} depends on ${dep}`).toContain(dep);
-      for (const volume of service.volumes ?? []) {
-        const source = volume.split(':')[0]!;
-        if (source.startsWith('.'))
-          expect(() => readFileSync(join(dir, source)), `${name}: ${source}`).not.toThrow(/ENOENT/);
-        else expect(Object.keys(compose.volumes ?? {}), `${name}: named volume ${source}`).toContain(source);
+  it.each(PHASES)(
+    'phase %i: the compose override on the base file parses and its references hold',
+    (phase) => {
+      // phases/phaseN/compose.yml overrides deploy/compose/compose.yml (one project for every phase); paths
+      // in both are relative to the base file's folder. tests/unit/compose-files.test.ts checks the merge
+      // docker-compose itself makes; this is the shallow merge, enough for the references.
+      const dir = join(root, 'phases', `phase${phase}`);
+      const projectDir = join(root, 'deploy', 'compose');
+      const read = (path: string) => parse(readFileSync(path, 'utf8'), { merge: true });
+      const base = read(join(projectDir, 'compose.yml'));
+      const override = read(join(dir, 'compose.yml'));
+      const merged = { ...base, services: { ...base.services } };
+      for (const [name, service] of Object.entries(
+        override.services as Record<string, { volumes?: string[] }>,
+      ))
+        merged.services[name] = {
+          ...merged.services[name],
+          ...service,
+          volumes: [...(merged.services[name]?.volumes ?? []), ...(service.volumes ?? [])],
+        };
+      const compose = merged as {
+        services: Record<
+          string,
+          {
+            image?: string;
+            depends_on?: Record<string, unknown> | string[];
+            volumes?: string[];
+            healthcheck?: unknown;
+          }
+        >;
+        volumes?: Record<string, unknown>;
+      };
+      const services = Object.keys(compose.services);
+      for (const required of [
+        'postgres',
+        'redis',
+        'traefik',
+        'prometheus',
+        'grafana',
+        'unleash',
+        'client',
+        'audit-verifier',
+      ]) {
+        expect(services).toContain(required);
       }
-      if (name.startsWith('broker-')) expect(service.healthcheck, `${name} health check`).toBeTruthy();
-    }
-    // The brokers the Traefik file routes to all exist in the compose file.
-    const traefik = readTraefik(join(dir, 'traefik.yml'));
-    for (const service of Object.values(traefik.services)) {
-      if (service.kind === 'loadBalancer')
-        for (const url of service.servers) expect(brokers).toContain(new URL(url).hostname);
-    }
-  });
+      const brokers = services.filter((s) => s.startsWith('broker-'));
+      expect(brokers.length).toBeGreaterThan(0);
+      for (const [name, service] of Object.entries(compose.services)) {
+        expect(service.image, `${name} image`).toBeTruthy();
+        const deps = Array.isArray(service.depends_on)
+          ? service.depends_on
+          : Object.keys(service.depends_on ?? {});
+        for (const dep of deps) expect(services, `${name} depends on ${dep}`).toContain(dep);
+        for (const volume of service.volumes ?? []) {
+          // `${VAR:-default}` as Compose interpolates it when VAR is unset.
+          const source = volume.replace(/\$\{\w+:-([^}]*)\}/g, '$1').split(':')[0]!;
+          if (source.startsWith('.'))
+            expect(() => readFileSync(join(projectDir, source)), `${name}: ${source}`).not.toThrow(/ENOENT/);
+          else
+            expect(Object.keys(compose.volumes ?? {}), `${name}: named volume ${source}`).toContain(source);
+        }
+        if (name.startsWith('broker-')) expect(service.healthcheck, `${name} health check`).toBeTruthy();
+      }
+      // The brokers the Traefik file routes to all exist in the compose file.
+      const traefik = readTraefik(join(dir, 'traefik.yml'));
+      for (const service of Object.values(traefik.services)) {
+        if (service.kind === 'loadBalancer')
+          for (const url of service.servers) expect(brokers).toContain(new URL(url).hostname);
+      }
+    },
+  );
 });
 
 /** Reads a directory source too (readFileSync on a dir throws EISDIR, which still proves it exists). */

@@ -1,0 +1,480 @@
+/**
+ * The compose stack (deploy/compose/compose.yml + phases/phaseN/compose.yml, docs/deploy.md) read the way an
+ * engine reads it: Debian's docker-compose 1.29 merges the files, interpolates the variables and checks
+ * the result (`config`, no daemon needed); the properties a real deployment relies on are then asserted
+ * on the merged configuration it prints. Also: the environment file that reaches the stack from the host,
+ * and the node-control script's refusals.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { isAbsolute, join, relative } from 'node:path';
+import { Ajv } from 'ajv';
+import { createGenerator } from 'ts-json-schema-generator';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { packageRoot } from '../../broker/paths.js';
+import { readTraefik } from '../../cli/cluster/traefik.js';
+import { loadEnvironmentFile } from '../../cli/environments/environment.js';
+
+const root = packageRoot();
+const PHASES = [0, 1, 2, 3, 4];
+const BROKERS: Record<number, number> = { 0: 1, 1: 2, 2: 3, 3: 3, 4: 4 };
+/** Tasks that run once and exit: no restart, no health check (compose waits for their exit). */
+const ONE_SHOT = ['migrate', 'client'];
+const PROJECT = 'mesh-broker-test';
+const BASE = join(root, 'deploy', 'compose', 'compose.yml');
+const PROJECT_DIR = join(root, 'deploy', 'compose');
+
+/** Every variable the stack requires, each with a value no default could be. */
+const SECRETS = {
+  ADMIN_TOKEN: 'test-admin-token-3f9a1c7e5b',
+  POSTGRES_PASSWORD: 'test-postgres-superuser-8d2e',
+  MESH_OWNER_DB_PASSWORD: 'test-mesh-owner-5a1b',
+  MESH_BROKER_DB_PASSWORD: 'test-mesh-broker-9c4d',
+  UNLEASH_DB_PASSWORD: 'test-unleash-db-2e7f',
+  UNLEASH_ADMIN_TOKEN: '*:*.test-unleash-admin-6b3a',
+  UNLEASH_BACKEND_TOKEN: 'default:development.test-unleash-backend-1f8c',
+  UNLEASH_ADMIN_PASSWORD: 'test-unleash-ui-4d9e',
+  GRAFANA_ADMIN_PASSWORD: 'test-grafana-7a2b',
+};
+
+/** Values a real deployment must never run with (the old files had several of them). */
+const KNOWN_DEFAULTS = [
+  /change-me/i,
+  /postgres:postgres@/,
+  /unleash4all/,
+  /unleash-insecure/,
+  /super-secret/,
+  /\bpassword\b:\s*(admin|postgres|password)\b/i,
+];
+
+interface Service {
+  image?: string;
+  restart?: string;
+  healthcheck?: { test?: string[] | string; disable?: boolean };
+  depends_on?: Record<string, { condition: string }>;
+  environment?: Record<string, string | null>;
+  ports?: Array<string | { host_ip?: string; published?: string | number; target?: number }>;
+  volumes?: Array<string | { type?: string; source?: string; target?: string; read_only?: boolean }>;
+  command?: string[] | string;
+  profiles?: string[];
+}
+interface Merged {
+  services: Record<string, Service>;
+  volumes?: Record<string, unknown>;
+}
+
+const emptyEnvFile = join(mkdtempSync(join(tmpdir(), 'wb-compose-')), 'empty.env');
+writeFileSync(emptyEnvFile, '');
+afterAll(() => rmSync(join(emptyEnvFile, '..'), { recursive: true, force: true }));
+
+function composeFiles(phase: number): string[] {
+  return ['-f', BASE, '-f', join(root, 'phases', `phase${phase}`, 'compose.yml')];
+}
+
+/**
+ * `docker-compose -p … -f base -f phaseN config [extra]` with exactly the given variables (nothing from
+ * this process's environment, no .env file an operator may have left in deploy/compose).
+ */
+function compose(phase: number, variables: Record<string, string>, extra: string[] = []) {
+  return spawnSync(
+    'docker-compose',
+    ['--env-file', emptyEnvFile, '-p', PROJECT, ...composeFiles(phase), 'config', ...extra],
+    {
+      cwd: root,
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, LANG: 'C.UTF-8', ...variables },
+    },
+  );
+}
+
+function mergedConfig(phase: number, variables: Record<string, string> = SECRETS): Merged {
+  const result = compose(phase, variables);
+  expect(result.status, `docker-compose config, phase ${phase}: ${result.stderr}`).toBe(0);
+  return parse(result.stdout) as Merged;
+}
+
+/** A published port as `{hostIp, published, target}`, from either the short or the long syntax. */
+function portsOf(service: Service) {
+  return (service.ports ?? []).map((port) => {
+    if (typeof port === 'string') {
+      const parts = port.replace(/\/\w+$/, '').split(':');
+      return parts.length === 3
+        ? { hostIp: parts[0], published: parts[1], target: parts[2] }
+        : { hostIp: undefined, published: parts[0], target: parts[1] };
+    }
+    return { hostIp: port.host_ip, published: String(port.published), target: String(port.target) };
+  });
+}
+
+/** Bind mounts as `{source, target}` (1.29 prints `source:target:mode`, newer versions objects). */
+function mountsOf(service: Service) {
+  return (service.volumes ?? []).map((volume) => {
+    if (typeof volume === 'string') {
+      const [source, target] = volume.split(':');
+      return { source: source!, target: target! };
+    }
+    return { source: volume.source ?? '', target: volume.target ?? '' };
+  });
+}
+
+function mountAt(service: Service, target: string): string {
+  const mount = mountsOf(service).find((m) => m.target === target);
+  expect(mount, `a mount at ${target}`).toBeDefined();
+  return mount!.source;
+}
+
+const brokersOf = (config: Merged) =>
+  Object.keys(config.services)
+    .filter((name) => /^broker-\d+$/.test(name))
+    .sort();
+
+beforeAll(() => {
+  // CI installs Debian's docker-compose when it is missing (the script apt-installs; it says what to do
+  // where it cannot). Never skipped: without it this file fails, saying so.
+  const setup = spawnSync('bash', [join(root, 'scripts', 'require-packages.sh'), 'docker-compose'], {
+    encoding: 'utf8',
+  });
+  if (setup.status !== 0)
+    throw new Error(`docker-compose is needed for these tests: ${setup.stderr || setup.stdout}`);
+}, 300_000);
+
+describe('the compose files as docker-compose 1.29 reads them', () => {
+  it.each(PHASES)('phase %i: `config -q` accepts the base file with the phase override', (phase) => {
+    const result = compose(phase, SECRETS, ['-q']);
+    expect(result.status, result.stderr).toBe(0);
+  });
+
+  it.each(Object.keys(SECRETS))(
+    'without %s the stack does not configure, and the error names the variable',
+    (variable) => {
+      const { [variable]: _left, ...others } = SECRETS as Record<string, string>;
+      const result = compose(3, others, ['-q']);
+      expect(result.status).not.toBe(0);
+      expect(result.stderr).toContain(`set ${variable}`);
+    },
+  );
+
+  it('no file has a top-level `name:` (docker-compose 1.29 refuses it) nor `version:` (obsolete)', () => {
+    for (const file of [BASE, ...PHASES.map((p) => join(root, 'phases', `phase${p}`, 'compose.yml'))]) {
+      const document = parse(readFileSync(file, 'utf8'), { merge: true }) as Record<string, unknown>;
+      expect(Object.keys(document), relative(root, file)).not.toContain('name');
+      expect(Object.keys(document), relative(root, file)).not.toContain('version');
+    }
+  });
+
+  it('the address ports are published on is overridable (MESH_BIND_ADDRESS)', () => {
+    const other = mergedConfig(3, { ...SECRETS, MESH_BIND_ADDRESS: '10.1.2.3' });
+    for (const [name, service] of Object.entries(other.services))
+      for (const port of portsOf(service)) expect(port.hostIp, name).toBe('10.1.2.3');
+  });
+
+  it('a bad override is refused with a message naming what is wrong', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'wb-compose-bad-'));
+    try {
+      const bad = join(dir, 'bad.yml');
+      writeFileSync(bad, 'services:\n  broker-2:\n    restart: sometimes\n    healthcheck: yes\n');
+      const result = spawnSync(
+        'docker-compose',
+        ['--env-file', emptyEnvFile, '-p', PROJECT, '-f', BASE, '-f', bad, 'config', '-q'],
+        { cwd: root, encoding: 'utf8', env: { PATH: process.env.PATH, HOME: process.env.HOME, ...SECRETS } },
+      );
+      expect(result.status).not.toBe(0);
+      expect(result.stderr).toMatch(/broker-2/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe.each(PHASES)('phase %i: the merged configuration', (phase) => {
+  let config: Merged;
+  beforeAll(() => {
+    config = mergedConfig(phase);
+  });
+
+  it('every long-running service restarts and has a health check; one-shot tasks neither', () => {
+    for (const [name, service] of Object.entries(config.services)) {
+      expect(service.image, `${name} image`).toBeTruthy();
+      if (ONE_SHOT.includes(name)) {
+        expect(service.restart, `${name} restart`).toBe('no');
+        continue;
+      }
+      expect(['always', 'unless-stopped', 'on-failure'], `${name} restart`).toContain(service.restart);
+      const test = service.healthcheck?.test;
+      expect(test, `${name} health check`).toBeTruthy();
+      expect(service.healthcheck?.disable, `${name} health check`).not.toBe(true);
+      expect(Array.isArray(test) ? test[0] : test, `${name} health check`).not.toBe('NONE');
+    }
+  });
+
+  it('every published port binds 127.0.0.1', () => {
+    const published = Object.entries(config.services).flatMap(([name, service]) =>
+      portsOf(service).map((port) => ({ name, ...port })),
+    );
+    expect(published.length).toBeGreaterThan(0);
+    for (const port of published) expect(port.hostIp, `${port.name} ${port.published}`).toBe('127.0.0.1');
+  });
+
+  it('no known default secret; every secret is the variable it was given', () => {
+    const text = JSON.stringify(config);
+    for (const pattern of KNOWN_DEFAULTS) expect(text).not.toMatch(pattern);
+    const env = (service: string) => config.services[service]!.environment ?? {};
+    expect(env('postgres').POSTGRES_PASSWORD).toBe(SECRETS.POSTGRES_PASSWORD);
+    expect(env('grafana').GF_SECURITY_ADMIN_PASSWORD).toBe(SECRETS.GRAFANA_ADMIN_PASSWORD);
+    expect(env('unleash').UNLEASH_DEFAULT_ADMIN_PASSWORD).toBe(SECRETS.UNLEASH_ADMIN_PASSWORD);
+    expect(env('unleash').INIT_ADMIN_API_TOKENS).toBe(SECRETS.UNLEASH_ADMIN_TOKEN);
+    expect(env('unleash').INIT_BACKEND_API_TOKENS).toBe(SECRETS.UNLEASH_BACKEND_TOKEN);
+    expect(env('unleash').DATABASE_USERNAME).toBe('unleash');
+    expect(env('unleash').DATABASE_PASSWORD).toBe(SECRETS.UNLEASH_DB_PASSWORD);
+    // No service connects as the superuser: the migration as the owner, everything else as the brokers' role.
+    for (const [name, service] of Object.entries(config.services)) {
+      const url = service.environment?.DATABASE_URL;
+      if (!url) continue;
+      const { username, password } = new URL(url);
+      const role = name === 'migrate' ? 'mesh_owner' : 'mesh_broker';
+      expect(username, `${name} DATABASE_URL role`).toBe(role);
+      expect(password, `${name} DATABASE_URL password`).toBe(
+        role === 'mesh_owner' ? SECRETS.MESH_OWNER_DB_PASSWORD : SECRETS.MESH_BROKER_DB_PASSWORD,
+      );
+    }
+    // Secrets go through the environment, never on a command line (visible in `ps`).
+    for (const [name, service] of Object.entries(config.services)) {
+      const command = JSON.stringify(service.command ?? []);
+      for (const secret of Object.values(SECRETS)) expect(command, `${name} command`).not.toContain(secret);
+    }
+  });
+
+  it(`has ${BROKERS[phase]} broker(s), alike but for their id and port, started after Postgres, the migration, Redis and Unleash`, () => {
+    const brokers = brokersOf(config);
+    expect(brokers).toEqual(Array.from({ length: BROKERS[phase]! }, (_, i) => `broker-${i + 1}`));
+    const normal = (name: string) => {
+      const { environment, ports, ...rest } = config.services[name]!;
+      const { NODE_ID, ...env } = environment ?? {};
+      expect(NODE_ID, `${name} NODE_ID`).toBe(name);
+      expect(ports?.length, `${name} port`).toBe(1);
+      return { ...rest, environment: env };
+    };
+    for (const name of brokers) {
+      expect(normal(name)).toEqual(normal('broker-1'));
+      const depends = config.services[name]!.depends_on ?? {};
+      expect(depends.postgres?.condition, `${name} after postgres`).toBe('service_healthy');
+      expect(depends.migrate?.condition, `${name} after migrate`).toBe('service_completed_successfully');
+      expect(depends.redis?.condition).toBe('service_healthy');
+      expect(depends.unleash?.condition).toBe('service_healthy');
+    }
+    // The brokers read Unleash with the backend token; the bootstrap preset is the phase's.
+    const env = config.services['broker-1']!.environment!;
+    expect(env.FLAGS_PROVIDER).toBe('unleash');
+    expect(env.UNLEASH_API_TOKEN).toBe(SECRETS.UNLEASH_BACKEND_TOKEN);
+    const preset = mountAt(config.services['broker-1']!, `${env.FLAGS_DIR}/${env.FLAGS_ENV}.json`);
+    expect(relative(root, preset)).toBe(join('phases', `phase${phase}`, 'flags', `phase${phase}.json`));
+  });
+
+  it("Traefik routes exactly the phase's brokers, from the phase's file, with /admin closed", () => {
+    const traefik = config.services.traefik!;
+    const dynamic = mountAt(traefik, '/etc/traefik/dynamic/mesh.yml');
+    expect(relative(root, dynamic)).toBe(join('phases', `phase${phase}`, 'traefik.yml'));
+    const routed = new Set<string>();
+    for (const service of Object.values(readTraefik(dynamic).services))
+      if (service.kind === 'loadBalancer')
+        for (const url of service.servers) routed.add(new URL(url).hostname);
+    expect([...routed].sort()).toEqual(brokersOf(config));
+    const admin = parse(readFileSync(mountAt(traefik, '/etc/traefik/dynamic/admin-closed.yml'), 'utf8')) as {
+      http: {
+        routers: Record<string, { rule: string; priority: number; middlewares: string[] }>;
+        middlewares: Record<string, { ipAllowList?: { sourceRange: string[] } }>;
+      };
+    };
+    const router = admin.http.routers['admin-closed']!;
+    expect(router.rule).toBe('PathPrefix(`/admin`)');
+    const phaseRouters = parse(readFileSync(dynamic, 'utf8')).http.routers as Record<
+      string,
+      { priority?: number; rule: string }
+    >;
+    for (const other of Object.values(phaseRouters))
+      expect(router.priority).toBeGreaterThan(other.priority ?? other.rule.length);
+    for (const middleware of router.middlewares)
+      expect(admin.http.middlewares[middleware]!.ipAllowList!.sourceRange).toEqual(['255.255.255.255/32']);
+  });
+
+  it('every weighted service is health-checked, and so is each of its children', () => {
+    const raw = parse(readFileSync(join(root, 'phases', `phase${phase}`, 'traefik.yml'), 'utf8')) as {
+      http: {
+        services: Record<
+          string,
+          Record<string, { healthCheck?: unknown; services?: Array<{ name: string }> }>
+        >;
+      };
+    };
+    const services = raw.http.services;
+    const weighted = Object.entries(services).filter(([, s]) => s.weighted);
+    if (phase === 4) expect(weighted.length).toBe(1);
+    for (const [name, service] of weighted) {
+      expect(service.weighted!.healthCheck, `${name}.weighted.healthCheck`).toBeDefined();
+      for (const child of service.weighted!.services ?? []) {
+        const kind = services[child.name]!;
+        const check =
+          kind.loadBalancer?.healthCheck ?? kind.weighted?.healthCheck ?? kind.failover?.healthCheck;
+        expect(check, `${child.name} (a child of ${name}) health check`).toBeDefined();
+      }
+    }
+  });
+
+  it("Prometheus scrapes exactly the phase's brokers and the verifier", () => {
+    const prometheus = config.services.prometheus!;
+    const main = parse(readFileSync(mountAt(prometheus, '/etc/prometheus/prometheus.yml'), 'utf8')) as {
+      scrape_configs: Array<{
+        job_name: string;
+        static_configs?: Array<{ targets: string[] }>;
+        file_sd_configs?: Array<{ files: string[] }>;
+      }>;
+    };
+    const job = (name: string) => main.scrape_configs.find((c) => c.job_name === name)!;
+    const files = job('mesh-broker').file_sd_configs!.flatMap((c) => c.files);
+    expect(files).toHaveLength(1);
+    const targets = (
+      parse(readFileSync(mountAt(prometheus, files[0]!), 'utf8')) as Array<{ targets: string[] }>
+    )
+      .flatMap((group) => group.targets)
+      .sort();
+    expect(targets).toEqual(brokersOf(config).map((name) => `${name}:8080`));
+    expect(job('mesh-broker').static_configs).toBeUndefined();
+    expect(job('audit-verifier').static_configs!.flatMap((c) => c.targets)).toEqual(['audit-verifier:9464']);
+    expect(Object.keys(config.services)).toContain('audit-verifier');
+  });
+
+  it('every bind mount exists; Postgres runs the init script and keeps its data in the named volume', () => {
+    for (const [name, service] of Object.entries(config.services))
+      for (const mount of mountsOf(service))
+        if (isAbsolute(mount.source)) expect(existsSync(mount.source), `${name}: ${mount.source}`).toBe(true);
+        else
+          expect(Object.keys(config.volumes ?? {}), `${name}: volume ${mount.source}`).toContain(
+            mount.source,
+          );
+    const postgres = config.services.postgres!;
+    expect(mountAt(postgres, '/var/lib/postgresql/data')).toBe('pgdata');
+    const init = mountAt(postgres, '/docker-entrypoint-initdb.d');
+    expect(existsSync(join(init, '10-roles.sh'))).toBe(true);
+    for (const variable of ['MESH_OWNER_DB_PASSWORD', 'MESH_BROKER_DB_PASSWORD', 'UNLEASH_DB_PASSWORD'])
+      expect(postgres.environment?.[variable], variable).toBe(SECRETS[variable as keyof typeof SECRETS]);
+  });
+});
+
+describe('one project for every phase', () => {
+  it('the phases differ only in brokers, Traefik and Prometheus targets: data, database and Unleash stay', () => {
+    const configs = PHASES.map((phase) => mergedConfig(phase));
+    const shared = (config: Merged) => {
+      const { traefik, prometheus, ...services } = config.services;
+      const rest = Object.fromEntries(
+        Object.entries(services).filter(([name]) => !/^broker-\d+$/.test(name)),
+      );
+      const strip = (s: Service) => ({
+        ...s,
+        volumes: mountsOf(s).filter(
+          (m) => !m.target.includes('/dynamic/mesh.yml') && !m.target.includes('/targets/'),
+        ),
+      });
+      return { rest, traefik: strip(traefik!), prometheus: strip(prometheus!), volumes: config.volumes };
+    };
+    for (const config of configs.slice(1)) expect(shared(config)).toEqual(shared(configs[0]!));
+    expect(Object.keys(configs[0]!.volumes ?? {})).toContain('pgdata');
+  });
+
+  it('the base file alone is not a phase: it runs broker-1 without a flag preset or a Traefik file', () => {
+    const base = parse(readFileSync(BASE, 'utf8'), { merge: true }) as Merged;
+    expect(brokersOf(base)).toEqual(['broker-1']);
+    expect(mountsOf(base.services.traefik!).map((m) => m.target)).not.toContain(
+      '/etc/traefik/dynamic/mesh.yml',
+    );
+    expect(relative(root, PROJECT_DIR)).toBe(join('deploy', 'compose'));
+  });
+});
+
+describe('environments/compose.json: the stack from the host', () => {
+  const path = join(root, 'environments', 'compose.json');
+  const variables = {
+    MESH_COMPOSE_DATABASE_URL: `postgres://mesh_broker:${SECRETS.MESH_BROKER_DB_PASSWORD}@127.0.0.1:15432/meshbroker`,
+    ADMIN_TOKEN: SECRETS.ADMIN_TOKEN,
+    UNLEASH_ADMIN_TOKEN: SECRETS.UNLEASH_ADMIN_TOKEN,
+  };
+
+  function withVariables<T>(values: Record<string, string | undefined>, run: () => T): T {
+    const saved = Object.fromEntries(Object.keys(values).map((k) => [k, process.env[k]]));
+    const set = (entries: Record<string, string | undefined>) => {
+      for (const [k, v] of Object.entries(entries)) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
+    };
+    set(values);
+    try {
+      return run();
+    } finally {
+      set(saved);
+    }
+  }
+
+  it('loads, and every address is one the phase-3 stack publishes on 127.0.0.1', () => {
+    const environment = withVariables(variables, () => loadEnvironmentFile(path, 'compose'));
+    const file = JSON.parse(readFileSync(path, 'utf8'));
+    expect(environment.phase).toBe(3);
+    const config = mergedConfig(3);
+    const published = (service: string, target: string) => {
+      const port = portsOf(config.services[service]!).find((p) => p.target === target);
+      expect(port, `${service} publishes ${target}`).toBeDefined();
+      return `127.0.0.1:${port!.published}`;
+    };
+    expect(new URL(environment.target.lbUrl).host).toBe(published('traefik', '80'));
+    expect(environment.target.nodes.map((n) => n.id)).toEqual(brokersOf(config));
+    for (const node of environment.target.nodes)
+      expect(new URL(node.url).host).toBe(published(node.id, '8080'));
+    expect(new URL(file.flags.url).host).toBe(published('unleash', '4242'));
+    expect(new URL(file.push.redisUrl).host).toBe(published('redis', '6379'));
+    expect(new URL(variables.MESH_COMPOSE_DATABASE_URL).host).toBe(published('postgres', '5432'));
+    // The nodes' FLAGS_ENV is the environment's name (bootstrap file, refresh channel, records).
+    expect(config.services['broker-1']!.environment!.FLAGS_ENV).toBe('compose');
+    expect(environment.push?.keyPrefix).toBe('mesh:');
+    // The Unleash environment the admin client writes is the one the backend token is scoped to.
+    expect(SECRETS.UNLEASH_BACKEND_TOKEN.split(':')[1]!.split('.')[0]).toBe(file.flags.unleashEnvironment);
+    expect(environment.target.control).toBeDefined();
+  });
+
+  it('without a secret it names the variable', () => {
+    expect(() =>
+      withVariables({ ...variables, MESH_COMPOSE_DATABASE_URL: undefined }, () =>
+        loadEnvironmentFile(path, 'compose'),
+      ),
+    ).toThrow('databaseUrlEnv: the environment variable MESH_COMPOSE_DATABASE_URL is not set');
+  });
+});
+
+describe('deploy/compose/control.sh', () => {
+  const script = join(PROJECT_DIR, 'control.sh');
+  it('refuses anything but a broker and a known action, before asking the engine', () => {
+    const notBroker = spawnSync('sh', [script, 'kill', 'postgres'], { encoding: 'utf8' });
+    expect(notBroker.status).toBe(2);
+    expect(notBroker.stderr).toContain('not a broker service: "postgres"');
+    const injection = spawnSync('sh', [script, 'kill', 'broker-1;rm'], { encoding: 'utf8' });
+    expect(injection.status).toBe(2);
+  });
+});
+
+describe('deploy/compose/traefik/admin-closed.yml', () => {
+  it('is a valid Traefik v3 dynamic configuration (the schema tests/unit/traefik-schema.test.ts uses)', () => {
+    const type = 'HttpsJsonSchemastoreOrgTraefikV3FileProviderJson';
+    const schema = createGenerator({
+      path: join(root, 'node_modules', '@schemastore', 'traefik-v3-file-provider', 'index.d.ts'),
+      type,
+      skipTypeCheck: true,
+      additionalProperties: false,
+    }).createSchema(type);
+    const validate = new Ajv({ allErrors: true, strict: false }).compile(schema);
+    const file = parse(readFileSync(join(PROJECT_DIR, 'traefik', 'admin-closed.yml'), 'utf8'));
+    expect(validate(file), JSON.stringify(validate.errors)).toBe(true);
+    file.http.middlewares['admin-closed'].ipAllowlist = file.http.middlewares['admin-closed'].ipAllowList;
+    delete file.http.middlewares['admin-closed'].ipAllowList;
+    expect(validate(file)).toBe(false);
+  }, 60_000);
+});
