@@ -19,7 +19,7 @@ import { createLogger, type Logger } from './log.js';
 import { BrokerMetrics } from './metrics.js';
 import { createModules, type StateModules } from './modules.js';
 import { createHttp } from './node/http.js';
-import { openInfrastructure } from './node/infrastructure.js';
+import { type Infrastructure, openInfrastructure } from './node/infrastructure.js';
 import { createSessions, type Sessions } from './node/sessions.js';
 import { NodeHeartbeat } from './nodes/heartbeat.js';
 import type { PresenceFrame } from './presence/presence.js';
@@ -53,10 +53,46 @@ interface Step {
   stop?: () => Promise<void>;
 }
 
+/** A start that failed: which step, and why (the cause's message, so the one line an operator sees says it). */
+export class StartupError extends Error {
+  constructor(
+    readonly step: string,
+    cause: unknown,
+  ) {
+    super(`start-up failed (${step}): ${(cause as Error)?.message ?? String(cause)}`, { cause });
+    this.name = 'StartupError';
+  }
+}
+
+/**
+ * Starts a node. A start that fails closes everything it had opened before it rejects (database pool,
+ * Redis clients, timers, the listening socket), so a process whose start failed ends by itself instead
+ * of being kept alive by an open handle.
+ */
 export async function startBroker(config: BrokerConfig, options: StartOptions = {}): Promise<BrokerNode> {
   const log = options.log ?? createLogger(config.nodeId, config.logLevel);
   const metrics = new BrokerMetrics(config.nodeId);
-  const infrastructure = await openInfrastructure(config, log, metrics);
+  let infrastructure: Infrastructure;
+  try {
+    infrastructure = await openInfrastructure(config, log, metrics);
+  } catch (error) {
+    throw new StartupError('infrastructure', error);
+  }
+  try {
+    return await assembleNode(config, log, metrics, infrastructure);
+  } catch (error) {
+    await infrastructure.close();
+    throw error instanceof StartupError ? error : new StartupError('assembly', error);
+  }
+}
+
+/** Everything on top of the infrastructure, started step by step; a failed step stops them all again. */
+async function assembleNode(
+  config: BrokerConfig,
+  log: Logger,
+  metrics: BrokerMetrics,
+  infrastructure: Infrastructure,
+): Promise<BrokerNode> {
   const { pool, redis, subscriber, bus } = infrastructure;
   const connections = new ConnectionRegistry();
   const directory = new Directory(pool);
@@ -222,14 +258,12 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
       name: 'peers',
       stop: async () => {
         draining = true;
+        if (!url) return; // never listened (a failed start): no peer to drain
         log.info('draining: closing every peer with 1001');
         await gateway.drain(config.drainTimeoutMs);
       },
     },
   ];
-  for (const step of steps) await step.start?.();
-  log.info({ url, ws: `${url.replace(/^http/, 'ws')}/ws` }, 'broker node listening');
-
   let stopping: Promise<void> | undefined;
   const stop = () => {
     stopping ??= (async () => {
@@ -240,6 +274,18 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
     })();
     return stopping;
   };
+  for (const step of steps) {
+    try {
+      await step.start?.();
+    } catch (error) {
+      // Every step's stop is safe on what never started; stopping them all also covers a step that
+      // started half (a flag provider whose client exists, a socket that is bound).
+      log.warn({ step: step.name }, 'start-up failed; closing what was opened');
+      await stop();
+      throw new StartupError(step.name, error);
+    }
+  }
+  log.info({ url, ws: `${url.replace(/^http/, 'ws')}/ws` }, 'broker node listening');
 
   return { nodeId: config.nodeId, url, app, log, metrics, events: reconciler, stop };
 }

@@ -9,6 +9,11 @@ import { packageRoot } from './paths.js';
 
 export interface BrokerConfig {
   databaseUrl: string;
+  /**
+   * How long a starting node waits for Postgres to answer (a container started before its database),
+   * logging every retry; past it the node exits 1. 0: one attempt.
+   */
+  startupDbWaitMs: number;
   redisUrl: string;
   /** Prefix of every Redis key this node writes, so several clusters can share one Redis. */
   redisKeyPrefix: string;
@@ -176,6 +181,7 @@ export function loadConfig(env: Env = process.env): BrokerConfig {
       'postgres:',
       'postgresql:',
     ]),
+    startupDbWaitMs: int(env, 'STARTUP_DB_WAIT_MS', 60_000, 0, 3_600_000),
     redisUrl: url(env, 'REDIS_URL', 'redis://127.0.0.1:6379', ['redis:', 'rediss:']),
     redisKeyPrefix: str(env, 'REDIS_KEY_PREFIX', 'mesh:'),
     host: str(env, 'HOST', '127.0.0.1'),

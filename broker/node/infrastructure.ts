@@ -1,12 +1,17 @@
 /**
- * A node's connections to the outside: Postgres (migrated first), Redis, and the bus on a dedicated
- * subscriber connection. Opened first at start, closed last at stop.
+ * A node's connections to the outside: Postgres (waited for, then migrated), Redis, and the bus on a
+ * dedicated subscriber connection; and the state folder when the node needs one. Opened first at start,
+ * closed last at stop, and closed again by whatever fails here, so a failed start leaves no handle that
+ * would keep the process alive.
  */
+import { accessSync, constants, existsSync, mkdirSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { Redis } from 'ioredis';
 import { Bus } from '../bus/bus.js';
 import type { BrokerConfig } from '../config.js';
 import { runMigrations } from '../db/migrate.js';
 import { createPool, type Pool } from '../db/pool.js';
+import { waitForDatabase } from '../db/wait.js';
 import type { Logger } from '../log.js';
 import type { BrokerMetrics } from '../metrics.js';
 
@@ -25,6 +30,9 @@ export async function openInfrastructure(
   log: Logger,
   metrics: BrokerMetrics,
 ): Promise<Infrastructure> {
+  // Checks that cannot get better by waiting come before the wait for Postgres.
+  if (config.flagsProvider === 'unleash') ensureWritableFolder(config.stateDir, 'STATE_DIR');
+  await waitForDatabase(config.databaseUrl, { waitMs: config.startupDbWaitMs, log });
   await runMigrations(config.databaseUrl);
   const pool = createPool(config.databaseUrl, { applicationName: `mesh-broker:${config.nodeId}` });
   const redis = new Redis(config.redisUrl, {
@@ -57,16 +65,45 @@ export async function openInfrastructure(
     log,
     onPublishFailure: () => metrics.busPublishFailures.inc(),
   });
-  await bus.start();
-  return {
-    pool,
-    redis,
-    subscriber,
-    bus,
-    close: async () => {
-      await bus.close();
+  let closing: Promise<void> | undefined;
+  const close = () => {
+    closing ??= (async () => {
+      await bus.close().catch(() => {});
       await pool.end().catch(() => {});
       redis.disconnect();
-    },
+      subscriber.disconnect();
+    })();
+    return closing;
   };
+  try {
+    await bus.start();
+  } catch (error) {
+    await close();
+    throw error;
+  }
+  return { pool, redis, subscriber, bus, close };
+}
+
+/**
+ * Creates `folder` if missing and checks it can be written, with the real reason when not. Node's
+ * recursive mkdir reports a read-only file system as ENOENT (and loops on some virtual ones), so each
+ * missing level is created on its own.
+ */
+export function ensureWritableFolder(folder: string, variable: string): void {
+  const target = resolve(folder);
+  const missing: string[] = [];
+  for (let level = target; !existsSync(level); level = dirname(level)) {
+    missing.unshift(level);
+    if (dirname(level) === level) break;
+  }
+  try {
+    for (const level of missing) mkdirSync(level);
+    accessSync(target, constants.W_OK);
+  } catch (error) {
+    const reason = (error as Error).message;
+    throw new Error(
+      `${variable} ${target} is not a writable folder (${reason}); the Unleash provider keeps its backup of ` +
+        `the flags there: point ${variable} at a writable folder (a volume in a container)`,
+    );
+  }
 }
