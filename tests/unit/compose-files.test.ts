@@ -89,10 +89,17 @@ function compose(phase: number, variables: Record<string, string>, extra: string
   );
 }
 
+const merged = new Map<string, string>();
+
+/** The merged configuration docker-compose prints (each phase and set of variables asked once). */
 function mergedConfig(phase: number, variables: Record<string, string> = SECRETS): Merged {
-  const result = compose(phase, variables);
-  expect(result.status, `docker-compose config, phase ${phase}: ${result.stderr}`).toBe(0);
-  return parse(result.stdout) as Merged;
+  const key = JSON.stringify([phase, variables]);
+  if (!merged.has(key)) {
+    const result = compose(phase, variables);
+    expect(result.status, `docker-compose config, phase ${phase}: ${result.stderr}`).toBe(0);
+    merged.set(key, result.stdout);
+  }
+  return parse(merged.get(key)!) as Merged;
 }
 
 /** A published port as `{hostIp, published, target}`, from either the short or the long syntax. */
@@ -381,6 +388,17 @@ describe('one project for every phase', () => {
     for (const config of configs.slice(1)) expect(shared(config)).toEqual(shared(configs[0]!));
     expect(Object.keys(configs[0]!.volumes ?? {})).toContain('pgdata');
   });
+
+  it.each([0, 1, 2, 3])(
+    'phase %i → next with MESH_FLAGS_PHASE kept: the running brokers are configured exactly as before (not recreated)',
+    (phase) => {
+      const before = mergedConfig(phase);
+      const after = mergedConfig(phase + 1, { ...SECRETS, MESH_FLAGS_PHASE: String(phase) });
+      for (const broker of brokersOf(before))
+        expect(after.services[broker], broker).toEqual(before.services[broker]);
+      expect(brokersOf(after).length).toBeGreaterThanOrEqual(brokersOf(before).length);
+    },
+  );
 
   it('the base file alone is not a phase: it runs broker-1 without a flag preset or a Traefik file', () => {
     const base = parse(readFileSync(BASE, 'utf8'), { merge: true }) as Merged;
