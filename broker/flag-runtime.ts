@@ -4,7 +4,7 @@
  * (GET /flags, metrics, the heartbeat row). With the file provider it also records a value it sees
  * change (audited once cluster-wide, whichever node sees it first).
  */
-import type { FlagProvider, FlagSnapshot } from '../flags/provider.js';
+import type { FlagProvider, FlagSnapshot, ProviderStatus } from '../flags/provider.js';
 import { FLAGS, type FlagKey } from '../flags/registry.js';
 import type { Logger } from './log.js';
 import type { BrokerMetrics } from './metrics.js';
@@ -27,7 +27,15 @@ export interface FlagReport {
   source: string;
   fetchedAt: string;
   error: string | null;
+  /** How the provider's latest read went (`unauthorized`: Unleash refused the node's token). */
+  status: ProviderStatus;
   flags: Record<FlagKey, FlagState>;
+}
+
+const PROVIDER_STATUSES: readonly ProviderStatus[] = ['ok', 'unauthorized', 'unreachable', 'error'];
+
+function statusOf(snapshot: FlagSnapshot): ProviderStatus {
+  return snapshot.status ?? (snapshot.error ? 'error' : 'ok');
 }
 
 export interface FlagRuntimeOptions {
@@ -104,6 +112,7 @@ export class FlagRuntime {
       source: snapshot.source,
       fetchedAt: snapshot.fetchedAt.toISOString(),
       error: snapshot.error ?? null,
+      status: statusOf(snapshot),
       flags,
     };
   }
@@ -117,6 +126,8 @@ export class FlagRuntime {
   private async apply(snapshot: FlagSnapshot): Promise<void> {
     const { metrics, log } = this.options;
     metrics.flagConfigError.set(snapshot.error ? 1 : 0);
+    for (const status of PROVIDER_STATUSES)
+      metrics.flagProviderStatus.set({ status }, status === statusOf(snapshot) ? 1 : 0);
     if (snapshot.error)
       log.warn({ error: snapshot.error }, 'flags: source unusable, keeping the last good values');
     const changed = FLAGS.filter((flag) => this.applied?.values[flag.key] !== snapshot.values[flag.key]).map(

@@ -196,6 +196,13 @@ export class BrokerMetrics {
     registers: [this.registry],
   });
 
+  readonly flagProviderStatus = new Gauge({
+    name: 'mesh_broker_flag_provider_status',
+    help: "1 for how the flag provider's latest read went: ok, unauthorized (Unleash refused the token), unreachable or error",
+    labelNames: ['status'],
+    registers: [this.registry],
+  });
+
   readonly redisFallbacks = new Counter({
     name: 'mesh_broker_redis_fallback_total',
     help: 'Calls a shared implementation served locally because Redis was unavailable, by row',

@@ -13,12 +13,20 @@ import type { FlagValues } from './registry.js';
 
 export type FlagSource = 'default' | 'file' | 'bootstrap' | 'backup' | 'unleash';
 
+/**
+ * How the latest read went: `unauthorized` is Unleash refusing the node's token (401/403),
+ * `unreachable` no answer at all, `error` an unusable answer or file.
+ */
+export type ProviderStatus = 'ok' | 'unauthorized' | 'unreachable' | 'error';
+
 export interface FlagSnapshot {
   values: FlagValues;
   source: FlagSource;
   fetchedAt: Date;
   /** Why the latest read failed, while the values stay those of the last good read. */
   error: string | undefined;
+  /** Set by providers that tell failures apart (Unleash); otherwise `error` decides ok or error. */
+  status?: ProviderStatus;
 }
 
 export interface FlagProvider {

@@ -1,128 +1,158 @@
-import { existsSync, mkdirSync } from 'node:fs';
+import { EventEmitter } from 'node:events';
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Unleash, UnleashEvents } from 'unleash-client';
-import type { FlagProvider, FlagSnapshot } from './provider.js';
+import { type ClientFeaturesResponse, Unleash, type UnleashConfig } from 'unleash-client';
+import type { FlagProvider, FlagSnapshot, ProviderStatus } from './provider.js';
 import { FLAG_KEYS, type FlagValues } from './registry.js';
+import { fetchClientFeatures } from './unleash-client-api.js';
+import { unleashApiRoot } from './unleash-url.js';
 
 export interface UnleashProviderOptions {
+  /** The API root or the server root (`http://unleash:4242/api` or `http://unleash:4242`). */
   url: string;
-  /** Client API token (optional against a server with authentication off). */
+  /**
+   * A backend (client) token. It decides which Unleash environment the node reads: Unleash serves a
+   * backend token the flags of the one environment it was made for. Optional against a server with
+   * authentication off.
+   */
   token: string | undefined;
+  /** The deployment environment (FLAGS_ENV): the `environment` field of the evaluation context. */
   environment: string;
   nodeId: string;
   refreshMs: number;
-  /** Where the SDK keeps its backup of the last fetched flags: the project's state folder. */
+  /** Where the provider keeps its backup of the last fetched flags: the project's state folder. */
   backupDir: string;
   /** The environment's flags file values: what a node acts on before (or without) Unleash. */
   bootstrap: FlagValues;
 }
 
 const APP_NAME = 'mesh-broker';
+/** The backup's name (the one unleash-client used before the provider polled by itself). */
+const BACKUP_FILE = `unleash-backup-${APP_NAME}.json`;
 /** How long `start` waits for a first answer from Unleash before going on with bootstrap values. */
 const START_WAIT_MS = 3000;
+/** One read may take this long before it counts as unreachable. */
+const FETCH_TIMEOUT_MS = 10_000;
+/** After failures the poll backs off, doubling up to this many refresh intervals, and never stops. */
+const MAX_BACKOFF_FACTOR = 8;
+
+/** The poll's delay after `failures` failed reads in a row. */
+export function pollDelay(refreshMs: number, failures: number): number {
+  return refreshMs * Math.min(2 ** failures, MAX_BACKOFF_FACTOR);
+}
 
 /**
- * Flags from an Unleash server through unleash-client 6, bootstrapped from the environment's file so a
- * node never starts with everything off. A flag the server does not define keeps the file's value. Each flag is evaluated with the context
- * `{environment, userId: nodeId, properties: {nodeId}}`, so a flexibleRollout on `nodeId` (or on the
- * default stickiness) is a per-node canary.
+ * The flag definitions unleash-client evaluates, held by the provider: the SDK's documented `repository`
+ * option, so the SDK does the evaluation (strategies, constraints, segments) and the provider the fetching.
+ */
+class FeatureStore extends EventEmitter {
+  private features = new Map<string, ClientFeaturesResponse['features'][number]>();
+  private segments = new Map<number, NonNullable<ClientFeaturesResponse['segments']>[number]>();
+
+  replace(response: ClientFeaturesResponse): void {
+    this.features = new Map(response.features.map((feature) => [feature.name, feature]));
+    this.segments = new Map((response.segments ?? []).map((segment) => [segment.id, segment]));
+  }
+
+  content(): ClientFeaturesResponse {
+    return { version: 2, features: [...this.features.values()], segments: [...this.segments.values()] };
+  }
+
+  getToggle(name: string) {
+    return this.features.get(name);
+  }
+  getToggles() {
+    return [...this.features.values()];
+  }
+  getTogglesWithSegmentData() {
+    return this.getToggles().map((feature) => ({
+      ...feature,
+      strategies: feature.strategies?.map(({ segments, ...strategy }) => ({
+        ...strategy,
+        segments: segments?.map((id) => this.segments.get(id)).filter((s) => s !== undefined),
+      })),
+    }));
+  }
+  getSegment(id: number) {
+    return this.segments.get(id);
+  }
+  async start(): Promise<void> {
+    this.emit('ready');
+  }
+  stop(): void {}
+}
+
+/**
+ * Flags from an Unleash server, bootstrapped from the environment's file so a node never starts with
+ * everything off. A flag the server does not define keeps the file's value. Each flag is evaluated with
+ * the context `{environment, userId: nodeId, properties: {nodeId}}`, so a flexibleRollout on `nodeId`
+ * (or on the default stickiness) is a per-node canary.
+ *
+ * The provider polls the client API itself, with backoff after failures, and never stops: a node whose
+ * token is refused (401/403) reports `unauthorized` and recovers by itself once the token is valid.
  */
 export class UnleashFlagProvider implements FlagProvider {
   readonly kind = 'unleash';
-  private client: Unleash | undefined;
+  private readonly store = new FeatureStore();
+  private readonly client: Unleash;
+  private readonly apiRoot: string;
   private snapshot: FlagSnapshot;
   private readonly listeners: Array<(snapshot: FlagSnapshot) => void> = [];
   private fallbackSource: 'bootstrap' | 'backup' = 'bootstrap';
+  private fromServer = false;
+  private etag: string | undefined;
+  private failures = 0;
+  private timer: NodeJS.Timeout | undefined;
+  /** Reads run one at a time, in order (a push's read waits for the poll in flight). */
+  private reading: Promise<void> = Promise.resolve();
+  private readonly closing = new AbortController();
 
   constructor(private readonly options: UnleashProviderOptions) {
+    this.apiRoot = unleashApiRoot(options.url);
     this.snapshot = {
       values: options.bootstrap,
       source: 'bootstrap',
       fetchedAt: new Date(),
       error: undefined,
+      status: 'ok',
     };
+    this.client = new Unleash({
+      appName: APP_NAME,
+      instanceId: options.nodeId,
+      url: this.apiRoot,
+      environment: options.environment,
+      disableMetrics: true,
+      disableAutoStart: true,
+      skipInstanceCountWarning: true,
+      repository: this.store as unknown as NonNullable<UnleashConfig['repository']>,
+    });
+    // The SDK reports evaluation problems as errors; the node's report carries the provider's own.
+    this.client.on('error', () => {});
   }
 
   async start(): Promise<void> {
     const { options } = this;
     mkdirSync(options.backupDir, { recursive: true });
-    if (existsSync(join(options.backupDir, `unleash-backup-${APP_NAME}.json`)))
-      this.fallbackSource = 'backup';
-    const client = new Unleash({
-      appName: APP_NAME,
-      instanceId: options.nodeId,
-      url: options.url,
-      environment: options.environment,
-      refreshInterval: options.refreshMs,
-      disableMetrics: true,
-      skipInstanceCountWarning: true,
-      backupPath: options.backupDir,
-      customHeaders: options.token ? { Authorization: options.token } : undefined,
-      bootstrap: {
-        data: FLAG_KEYS.map((key) => ({
-          name: key,
-          enabled: options.bootstrap[key],
-          strategies: [{ name: 'default', parameters: {}, constraints: [] }],
-          variants: [],
-          type: 'release',
-          project: 'default',
-          stale: false,
-        })),
-      },
-    });
-    this.client = client;
-    client.on(UnleashEvents.Error, (error: Error) => this.publish(error.message));
-    client.on(UnleashEvents.Synchronized, () => this.publish(undefined));
-    client.on(UnleashEvents.Changed, () => this.publish(undefined));
-    client.on(UnleashEvents.Unchanged, () => this.publish(undefined));
-    // Wait for the first answer from the server (data, "unchanged" or an error), not for the bootstrap.
-    let answered = false;
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(() => {
-        // No answer at all (the client's fetch failed without an error event, seen with a refused port):
-        // the node runs on its fallback values and must say why.
-        if (!answered && !this.repository()?.connected)
-          this.snapshot = { ...this.snapshot, error: `Unleash did not answer within ${START_WAIT_MS} ms` };
-        done();
-      }, START_WAIT_MS);
-      const onChanged = () => {
-        if (this.repository()?.connected) done();
-      };
-      function done() {
-        answered = true;
-        clearTimeout(timer);
-        client.off(UnleashEvents.Changed, onChanged);
-        client.off(UnleashEvents.Error, done);
-        client.off(UnleashEvents.Unchanged, done);
-        resolve();
-      }
-      client.on(UnleashEvents.Changed, onChanged);
-      client.on(UnleashEvents.Error, done);
-      client.on(UnleashEvents.Unchanged, done);
-    });
-    this.publish(this.snapshot.error);
+    this.loadBackup();
+    await this.client.start();
+    this.publish(undefined, 'ok');
+    const first = this.refresh();
+    const answered = await Promise.race([
+      first.then(() => true),
+      new Promise<false>((resolve) => setTimeout(() => resolve(false), START_WAIT_MS).unref()),
+    ]);
+    // Still no answer (a read hanging on a silent host): the node runs on its fallback values and says why.
+    if (!answered) this.publish(`Unleash did not answer within ${START_WAIT_MS} ms`, 'unreachable');
   }
 
   current(): FlagSnapshot {
     return this.snapshot;
   }
 
-  /**
-   * Fetches now instead of at the next poll. unleash-client 6 has no public "fetch now", so this uses
-   * its repository's fetch (pinned version; the poll remains the backstop if that ever goes away).
-   */
-  async refresh(): Promise<void> {
-    const repository = this.repository();
-    if (typeof repository?.fetch === 'function') await repository.fetch();
-  }
-
-  /**
-   * The SDK's repository, for what its public API lacks: "fetch now", and whether the data came from the
-   * server (the SDK's own `isSynchronized` is also true after loading the bootstrap). Pinned SDK version.
-   */
-  private repository(): { fetch?: () => Promise<void>; connected?: boolean } | undefined {
-    return (this.client as unknown as { repository?: { fetch?: () => Promise<void>; connected?: boolean } })
-      ?.repository;
+  /** Reads now (the push path); the poll goes on from this read. */
+  refresh(): Promise<void> {
+    this.reading = this.reading.then(() => this.readOnce());
+    return this.reading;
   }
 
   onSnapshot(listener: (snapshot: FlagSnapshot) => void): void {
@@ -130,22 +160,90 @@ export class UnleashFlagProvider implements FlagProvider {
   }
 
   async close(): Promise<void> {
-    this.client?.destroy();
+    this.closing.abort();
+    clearTimeout(this.timer);
+    await this.reading;
+    this.client.destroy();
   }
 
-  private publish(error: string | undefined): void {
-    const client = this.client;
-    if (!client) return;
+  private async readOnce(): Promise<void> {
+    if (this.closing.signal.aborted) return;
+    const outcome = await fetchClientFeatures({
+      apiRoot: this.apiRoot,
+      token: this.options.token,
+      appName: APP_NAME,
+      instanceId: this.options.nodeId,
+      etag: this.fromServer ? this.etag : undefined,
+      timeoutMs: FETCH_TIMEOUT_MS,
+      signal: this.closing.signal,
+    });
+    if (this.closing.signal.aborted) return;
+    if (outcome.kind === 'features' || outcome.kind === 'unchanged') {
+      if (outcome.kind === 'features') {
+        this.store.replace(outcome.response);
+        this.etag = outcome.etag;
+        this.saveBackup();
+      }
+      this.fromServer = true;
+      this.failures = 0;
+      this.publish(undefined, 'ok');
+    } else {
+      this.failures += 1;
+      this.publish(outcome.message, outcome.kind);
+    }
+    this.schedule(pollDelay(this.options.refreshMs, this.failures));
+  }
+
+  private schedule(delay: number): void {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.refresh().catch(() => {});
+    }, delay);
+    this.timer.unref();
+  }
+
+  /** A backup from an earlier run: the node acts on what Unleash last said until it answers again. */
+  private loadBackup(): void {
+    let text: string;
+    try {
+      text = readFileSync(join(this.options.backupDir, BACKUP_FILE), 'utf8');
+    } catch {
+      return; // no backup: the bootstrap values it is
+    }
+    try {
+      const backup = JSON.parse(text) as ClientFeaturesResponse;
+      if (!Array.isArray(backup.features)) return;
+      this.store.replace(backup);
+      this.fallbackSource = 'backup';
+    } catch {
+      // an unreadable backup is ignored: the bootstrap values it is
+    }
+  }
+
+  /** Written atomically (write then rename): a node killed mid-write keeps the previous backup. */
+  private saveBackup(): void {
+    const path = join(this.options.backupDir, BACKUP_FILE);
+    const temporary = `${path}.${process.pid}.tmp`;
+    try {
+      writeFileSync(temporary, JSON.stringify(this.store.content()));
+      renameSync(temporary, path);
+    } catch {
+      // a backup that cannot be written only costs the next start its head start
+    }
+  }
+
+  private publish(error: string | undefined, status: ProviderStatus): void {
     const context = {
       environment: this.options.environment,
       userId: this.options.nodeId,
       properties: { nodeId: this.options.nodeId },
     };
     const values = Object.fromEntries(
-      FLAG_KEYS.map((key) => [key, client.isEnabled(key, context, this.options.bootstrap[key])]),
+      FLAG_KEYS.map((key) => [key, this.client.isEnabled(key, context, this.options.bootstrap[key])]),
     ) as FlagValues;
-    const source = this.repository()?.connected ? 'unleash' : this.fallbackSource;
-    this.snapshot = { values, source, fetchedAt: error ? this.snapshot.fetchedAt : new Date(), error };
+    const source = this.fromServer ? 'unleash' : this.fallbackSource;
+    const fetchedAt = error ? this.snapshot.fetchedAt : new Date();
+    this.snapshot = { values, source, fetchedAt, error, status };
     for (const listener of this.listeners) listener(this.snapshot);
   }
 }
