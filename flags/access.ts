@@ -8,6 +8,7 @@ import type { FlagKey, FlagValues } from './registry.js';
 import { readUnleashFlags, setUnleashFlag, type UnleashAdminOptions } from './unleash-admin.js';
 
 export interface FlagsAccess {
+  kind: 'file' | 'unleash';
   read(): Promise<FlagValues>;
   write(flag: FlagKey, on: boolean): Promise<void>;
   /** Where the values live, for messages. */
@@ -17,6 +18,7 @@ export interface FlagsAccess {
 export function fileFlagsAccess(dir: string, environment: string): FlagsAccess {
   const path = flagsFile(dir, environment);
   return {
+    kind: 'file',
     describe: path,
     read: async () => readFlagsFile(path),
     write: async (flag, on) => writeFlagsFile(path, { ...readFlagsFile(path), [flag]: on }),
@@ -25,6 +27,7 @@ export function fileFlagsAccess(dir: string, environment: string): FlagsAccess {
 
 export function unleashFlagsAccess(admin: UnleashAdminOptions): FlagsAccess {
   return {
+    kind: 'unleash',
     describe: `${admin.url} (Unleash environment ${admin.environment})`,
     read: () => readUnleashFlags(admin),
     write: (flag, on) => setUnleashFlag(admin, flag, on),

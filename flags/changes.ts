@@ -73,7 +73,9 @@ async function insertState(client: PoolClient, change: FlagChange): Promise<void
 
 /**
  * The one way a flag is changed at a provider (CLI, promotion, console, chaos): the provider's current
- * value read as what the change is from, the write made under the flag's lock, the change audited once.
+ * value read as what the change is from, the write made under the flag's lock and read back, the change
+ * audited once. A write the provider does not show afterwards throws before the commit: no audit entry
+ * for a change that did not happen.
  */
 export async function changeFlag(
   pool: Pool,
@@ -81,5 +83,19 @@ export async function changeFlag(
   change: Omit<FlagChange, 'previous'>,
 ): Promise<{ changed: boolean; from: boolean }> {
   const previous = (await provider.read())[change.flag];
-  return recordFlagChange(pool, { ...change, previous }, () => provider.write(change.flag, change.value));
+  return recordFlagChange(pool, { ...change, previous }, async () => {
+    await provider.write(change.flag, change.value);
+    const readBack = (await provider.read())[change.flag];
+    if (readBack !== change.value) throw new FlagReadBackError(change, readBack, provider.describe);
+  });
+}
+
+/** The provider does not show the value just written: the change is not recorded. */
+export class FlagReadBackError extends Error {
+  constructor(change: Omit<FlagChange, 'previous'>, readBack: boolean, where: string) {
+    const show = (on: boolean) => (on ? 'on' : 'off');
+    super(
+      `${change.flag}: wrote ${show(change.value)} to ${where}, but it reads back ${show(readBack)}; nothing audited`,
+    );
+  }
 }

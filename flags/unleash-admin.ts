@@ -1,54 +1,141 @@
 /**
  * The bits of Unleash's admin API the workbench uses to read and flip flags. Against a server with
  * authentication off no token is needed; otherwise pass an admin token.
+ *
+ * Every answer that is not 2xx is a failure, named with the call, the status and Unleash's message: a
+ * wrong base URL answers 404 everywhere, and must never pass for "flag not defined yet". The URL may be
+ * the server root or the API root (`…/api`).
  */
 import { FLAGS, type FlagKey, type FlagValues } from './registry.js';
+import { unleashApiRoot } from './unleash-url.js';
 
 export interface UnleashAdminOptions {
   url: string;
   token?: string;
-  /** The Unleash environment holding this workbench environment's flags. */
+  /** The Unleash environment holding this workbench environment's flags (`development` or `production`). */
   environment: string;
   project?: string;
 }
 
-async function call(
+/** Unleash answered, but not with a 2xx (or with a body that is not what the call returns). */
+export class UnleashAdminError extends Error {
+  constructor(
+    message: string,
+    readonly status: number | undefined,
+  ) {
+    super(message);
+  }
+}
+
+const TIMEOUT_MS = 10_000;
+
+async function call<T>(
   options: UnleashAdminOptions,
   method: string,
   path: string,
   body?: unknown,
-): Promise<Response> {
+): Promise<T> {
+  const url = `${unleashApiRoot(options.url)}${path}`;
   const headers: Record<string, string> = { accept: 'application/json' };
   if (options.token) headers.authorization = options.token;
   if (body !== undefined) headers['content-type'] = 'application/json';
-  const response = await fetch(`${options.url.replace(/\/$/, '')}${path}`, {
-    method,
-    headers,
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  if (!response.ok && response.status !== 404 && response.status !== 409) {
-    throw new Error(`Unleash ${method} ${path}: ${response.status} ${await response.text()}`);
+  let response: Response;
+  try {
+    response = await fetch(url, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(TIMEOUT_MS),
+    });
+  } catch (error) {
+    const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+    throw new UnleashAdminError(
+      `Unleash unreachable: ${method} ${url}: ${cause?.code ?? cause?.message ?? (error as Error).message}`,
+      undefined,
+    );
   }
-  return response;
+  const text = await response.text();
+  if (!response.ok) {
+    const hint =
+      response.status === 401 || response.status === 403
+        ? ` (the token is ${options.token ? 'not valid, or not an admin token' : "missing: set UNLEASH_ADMIN_TOKEN or the environment file's flags.tokenEnv"})`
+        : '';
+    throw new UnleashAdminError(
+      `Unleash answered ${response.status} to ${method} ${url}${hint}: ${unleashMessage(text)}`,
+      response.status,
+    );
+  }
+  if (!text) return undefined as T;
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    throw new UnleashAdminError(
+      `Unleash's answer to ${method} ${url} is not JSON (is the URL the Unleash server?): ${text.slice(0, 120)}`,
+      response.status,
+    );
+  }
 }
 
+function unleashMessage(text: string): string {
+  try {
+    const message = (JSON.parse(text) as { message?: unknown }).message;
+    if (typeof message === 'string') return message;
+  } catch {
+    // not JSON: show the start of it
+  }
+  return text.slice(0, 200);
+}
+
+interface FeatureListView {
+  features?: Array<{ name: string; environments?: Array<{ name: string; enabled: boolean }> }>;
+}
 interface FeatureView {
   environments?: Array<{ name: string; enabled: boolean; strategies?: unknown[] }>;
 }
 
-/** The flags' values in the Unleash environment (a flag Unleash does not have counts as its default). */
+/**
+ * Unleash's environments; throws, naming them, unless `options.environment` is one. OSS Unleash has
+ * only `development` and `production`: a deployment environment maps onto one of them, it is not one.
+ */
+export async function checkUnleashEnvironment(options: UnleashAdminOptions): Promise<string[]> {
+  const answer = await call<{ environments?: Array<{ name: string; enabled?: boolean }> }>(
+    options,
+    'GET',
+    '/admin/environments',
+  );
+  if (!Array.isArray(answer?.environments))
+    throw new UnleashAdminError(`Unleash's environment list has no "environments" array`, 200);
+  const names = answer.environments.filter((e) => e.enabled !== false).map((e) => e.name);
+  if (!names.includes(options.environment))
+    throw new UnknownUnleashEnvironmentError(
+      `Unleash has no environment "${options.environment}" (it has ${names.join(', ')}): a deployment environment maps onto one of them (docs/flags.md)`,
+    );
+  return names;
+}
+
+export class UnknownUnleashEnvironmentError extends Error {}
+
+/** The flags' values in the Unleash environment (a flag Unleash does not define counts as its default). */
 export async function readUnleashFlags(options: UnleashAdminOptions): Promise<FlagValues> {
   const project = options.project ?? 'default';
+  // A missing environment would read as "every flag off" when no flag is defined yet: say so instead.
+  await checkUnleashEnvironment(options);
+  const list = await call<FeatureListView>(options, 'GET', `/admin/projects/${project}/features`);
+  if (!Array.isArray(list?.features))
+    throw new UnleashAdminError(`Unleash's feature list of project ${project} has no "features" array`, 200);
   const values = {} as FlagValues;
   for (const flag of FLAGS) {
-    const response = await call(options, 'GET', `/api/admin/projects/${project}/features/${flag.key}`);
-    if (response.status === 404) {
+    const feature = list.features.find((f) => f.name === flag.key);
+    if (!feature) {
       values[flag.key] = flag.default;
       continue;
     }
-    const feature = (await response.json()) as FeatureView;
-    values[flag.key] =
-      feature.environments?.find((e) => e.name === options.environment)?.enabled ?? flag.default;
+    const environment = feature.environments?.find((e) => e.name === options.environment);
+    if (!environment)
+      throw new UnknownUnleashEnvironmentError(
+        `flag ${flag.key} has no environment "${options.environment}" in Unleash (it has ${(feature.environments ?? []).map((e) => e.name).join(', ')})`,
+      );
+    values[flag.key] = environment.enabled;
   }
   return values;
 }
@@ -60,15 +147,21 @@ export async function setUnleashFlag(
   on: boolean,
 ): Promise<void> {
   const project = options.project ?? 'default';
-  const base = `/api/admin/projects/${project}/features`;
-  const existing = await call(options, 'GET', `${base}/${flag}`);
-  if (existing.status === 404) {
+  const base = `/admin/projects/${project}/features`;
+  await checkUnleashEnvironment(options); // before creating anything
+  const list = await call<FeatureListView>(options, 'GET', base);
+  if (!list?.features?.some((f) => f.name === flag)) {
     const description = FLAGS.find((f) => f.key === flag)!.description;
     await call(options, 'POST', base, { name: flag, type: 'release', description });
   }
-  const feature = existing.status === 404 ? undefined : ((await existing.json()) as FeatureView);
-  const strategies = feature?.environments?.find((e) => e.name === options.environment)?.strategies ?? [];
-  if (strategies.length === 0) {
+  const feature = await call<FeatureView>(options, 'GET', `${base}/${flag}`);
+  const environment = feature?.environments?.find((e) => e.name === options.environment);
+  if (!environment)
+    throw new UnknownUnleashEnvironmentError(
+      `Unleash has no environment "${options.environment}" for flag ${flag} (it has ${(feature?.environments ?? []).map((e) => e.name).join(', ')})`,
+    );
+  // Without a strategy, an enabled flag is off for every node: give it the default (on for everyone).
+  if ((environment.strategies ?? []).length === 0) {
     await call(options, 'POST', `${base}/${flag}/environments/${options.environment}/strategies`, {
       name: 'default',
       parameters: {},

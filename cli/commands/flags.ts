@@ -1,18 +1,21 @@
 /**
- * `workbench flags list|set`: read and flip an environment's flags, whichever provider it uses.
- * `set` changes the provider, records the change in the audit chain (once), and pushes "refresh now" to
- * the environment's nodes; `list` shows what the provider says and what each live node acts on.
+ * `workbench flags list|set|seed`: read and flip an environment's flags, whichever provider it uses.
+ * `set` changes the provider, reads it back, records the change in the audit chain (once), and pushes
+ * "refresh now" to the environment's nodes; `seed` does that for every flag of a phase's preset (Unleash
+ * only: it creates the toggles a fresh Unleash lacks); `list` shows what the provider says and what each
+ * live node acts on.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
-import { createPool } from '../../broker/db/pool.js';
+import { createPool, type Pool } from '../../broker/db/pool.js';
+import { packageRoot } from '../../broker/paths.js';
 import { type FlagsAccess, fileFlagsAccess, unleashFlagsAccess } from '../../flags/access.js';
 import { changeFlag } from '../../flags/changes.js';
-import { defaultFlagsDir } from '../../flags/file-store.js';
+import { defaultFlagsDir, readFlagsFile } from '../../flags/file-store.js';
 import { pushRefreshOnce } from '../../flags/refresh-bus.js';
-import { FLAG_KEYS, FLAGS, isFlagKey } from '../../flags/registry.js';
-import type { UnleashAdminOptions } from '../../flags/unleash-admin.js';
+import { FLAG_KEYS, FLAGS, type FlagValues, isFlagKey } from '../../flags/registry.js';
+import { UnknownUnleashEnvironmentError, type UnleashAdminOptions } from '../../flags/unleash-admin.js';
 import { parse, UsageError } from '../args.js';
 import { clusterFlagsDir, databaseUrlFor, redisFor } from '../database.js';
 import { loadEnvironmentFile } from '../environments/environment.js';
@@ -24,6 +27,7 @@ const OPTIONS = {
   'unleash-url': { type: 'string' },
   'unleash-token': { type: 'string' },
   'unleash-environment': { type: 'string' },
+  phase: { type: 'string' },
   actor: { type: 'string' },
   json: { type: 'boolean' },
   'database-url': { type: 'string' },
@@ -32,8 +36,8 @@ const OPTIONS = {
 
 type Values = ReturnType<typeof parse<typeof OPTIONS>>['values'];
 
-function providerFor(values: Values, environment: string): FlagsAccess {
-  const kind = values.provider ?? process.env.FLAGS_PROVIDER ?? 'file';
+function providerFor(values: Values, environment: string, fallbackKind = 'file'): FlagsAccess {
+  const kind = values.provider ?? process.env.FLAGS_PROVIDER ?? fallbackKind;
   if (kind === 'file') {
     return fileFlagsAccess(
       values['flags-dir'] ?? process.env.FLAGS_DIR ?? clusterFlagsDir() ?? defaultFlagsDir(),
@@ -55,7 +59,7 @@ function providerFor(values: Values, environment: string): FlagsAccess {
  * Where an environment's flags, audit and push go: its `environments/E.json` when there is one (its provider,
  * database and Redis), else the options, the variables and the local cluster as before.
  */
-function accessFor(values: Values, environment: string) {
+function accessFor(values: Values, environment: string, fallbackKind = 'file') {
   const file = join(process.cwd(), 'environments', `${environment}.json`);
   if (existsSync(file)) {
     const described = loadEnvironmentFile(file, environment);
@@ -66,7 +70,7 @@ function accessFor(values: Values, environment: string) {
     };
   }
   return {
-    provider: providerFor(values, environment),
+    provider: providerFor(values, environment, fallbackKind),
     databaseUrl: databaseUrlFor(values['database-url']),
     push: (({ url, keyPrefix }) => ({ redisUrl: url, keyPrefix }))(redisFor(values['redis-url'])),
   };
@@ -76,12 +80,32 @@ export async function flagsCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parse(argv, OPTIONS);
   const [action, ...rest] = positionals;
   const environment = values.env;
-  if (action !== 'list' && action !== 'set')
-    throw new UsageError(`unknown flags action "${action ?? ''}" (expected list or set)`);
+  if (action !== 'list' && action !== 'set' && action !== 'seed')
+    throw new UsageError(`unknown flags action "${action ?? ''}" (expected list, set or seed)`);
   if (!environment) throw new UsageError(`flags ${action} needs --env E`);
   if (!/^[A-Za-z0-9_-]{1,64}$/.test(environment))
     throw new UsageError(`bad environment name "${environment}"`);
-  return action === 'list' ? list(values, environment, rest) : set(values, environment, rest);
+  try {
+    if (action === 'list') return await list(values, environment, rest);
+    if (action === 'set') return await set(values, environment, rest);
+    return await seed(values, environment, rest);
+  } catch (error) {
+    // Unleash has no such environment: the command names one that does not exist (exit 2, nothing written).
+    if (error instanceof UnknownUnleashEnvironmentError) throw new UsageError(error.message);
+    throw error;
+  }
+}
+
+function pushedLine(push: unknown, nodes: number | undefined, environment: string): string {
+  return !push
+    ? 'not pushed (the environment has no push channel; nodes pick it up at their next poll)'
+    : nodes === undefined
+      ? 'not pushed (Redis unreachable; nodes pick it up at their next poll)'
+      : `pushed to ${nodes} subscriber${nodes === 1 ? '' : 's'} (nodes of ${environment})`;
+}
+
+function actorOf(values: Values): string {
+  return values.actor ?? process.env.WORKBENCH_ACTOR ?? userInfo().username;
 }
 
 async function set(values: Values, environment: string, args: string[]): Promise<number> {
@@ -99,14 +123,10 @@ async function set(values: Values, environment: string, args: string[]): Promise
     applicationName: 'workbench-flags',
   });
   try {
-    const actor = values.actor ?? process.env.WORKBENCH_ACTOR ?? userInfo().username;
+    const actor = actorOf(values);
     const { changed, from } = await changeFlag(pool, provider, { environment, flag: key, value: on, actor });
     const nodes = push ? await pushRefreshOnce(push, environment, { flag: key, value: on }) : undefined;
-    const pushed = !push
-      ? 'not pushed (the environment has no push channel; nodes pick it up at their next poll)'
-      : nodes === undefined
-        ? 'not pushed (Redis unreachable; nodes pick it up at their next poll)'
-        : `pushed to ${nodes} subscriber${nodes === 1 ? '' : 's'} (nodes of ${environment})`;
+    const pushed = pushedLine(push, nodes, environment);
     console.log(
       changed
         ? `${key}: ${from ? 'on' : 'off'} → ${state} in ${environment} (${provider.describe}); audited as ${actor}; ${pushed}`
@@ -115,6 +135,86 @@ async function set(values: Values, environment: string, args: string[]): Promise
     return 0;
   } finally {
     await pool.end();
+  }
+}
+
+/** The phase presets shipped with the project: `phases/phaseN/flags/phaseN.json`, by N. */
+function phasePresetFile(phase: number): string {
+  return join(packageRoot(), 'phases', `phase${phase}`, 'flags', `phase${phase}.json`);
+}
+
+function knownPhases(): number[] {
+  const names = readdirSync(join(packageRoot(), 'phases'), { withFileTypes: true });
+  return names
+    .filter((entry) => entry.isDirectory() && /^phase\d+$/.test(entry.name))
+    .map((entry) => Number(entry.name.slice('phase'.length)))
+    .filter((phase) => existsSync(phasePresetFile(phase)))
+    .sort((a, b) => a - b);
+}
+
+function presetOf(phaseOption: string | undefined): { phase: number; values: FlagValues } {
+  if (phaseOption === undefined) throw new UsageError('flags seed needs --phase N');
+  const phases = knownPhases();
+  const phase = /^\d{1,3}$/.test(phaseOption) ? Number(phaseOption) : Number.NaN;
+  if (!phases.includes(phase))
+    throw new UsageError(`unknown phase "${phaseOption}" (phases with a preset: ${phases.join(', ')})`);
+  return { phase, values: readFlagsFile(phasePresetFile(phase)) };
+}
+
+/**
+ * Writes a phase's preset into the environment's Unleash (creating the toggles a fresh Unleash lacks),
+ * each flag read back and audited once, then pushes "refresh now". Everything is checked before the first
+ * write: the phase, the environment, Unleash (URL, token, environment) and the database.
+ */
+async function seed(values: Values, environment: string, args: string[]): Promise<number> {
+  if (args.length > 0) throw new UsageError(`unexpected argument "${args[0]}"`);
+  const preset = presetOf(values.phase);
+  const hasFile = existsSync(join(process.cwd(), 'environments', `${environment}.json`));
+  const urlGiven = values['unleash-url'] ?? process.env.UNLEASH_URL;
+  if (!hasFile && !urlGiven)
+    throw new UsageError(
+      `unknown environment "${environment}": no environments/${environment}.json here, and no --unleash-url (or UNLEASH_URL)`,
+    );
+  if (!hasFile && (values.provider ?? 'unleash') !== 'unleash')
+    throw new UsageError('flags seed writes Unleash: --provider must be "unleash" (or left out)');
+  const { provider, databaseUrl, push } = accessFor(values, environment, 'unleash');
+  if (provider.kind !== 'unleash')
+    throw new UsageError(
+      `environment "${environment}" uses the file provider (${provider.describe}); seed writes Unleash`,
+    );
+  const before = await provider.read(); // Unleash reachable, token valid, environment known: or nothing is written
+  const pool = createPool(databaseUrl, { max: 2, applicationName: 'workbench-flags' });
+  try {
+    await checkDatabase(pool, databaseUrl);
+    const actor = actorOf(values);
+    let changes = 0;
+    for (const flag of FLAG_KEYS) {
+      const value = preset.values[flag];
+      const { changed } = await changeFlag(pool, provider, { environment, flag, value, actor });
+      if (changed) changes += 1;
+      const show = (on: boolean) => (on ? 'on' : 'off');
+      console.log(
+        changed ? `${flag}: ${show(before[flag])} → ${show(value)}` : `${flag}: ${show(value)} (already)`,
+      );
+    }
+    const nodes = push ? await pushRefreshOnce(push, environment, { phase: preset.phase }) : undefined;
+    console.log(
+      `seeded phase ${preset.phase}'s preset into ${provider.describe} for ${environment}: ${changes} change${changes === 1 ? '' : 's'} audited as ${actor}; ${pushedLine(push, nodes, environment)}`,
+    );
+    return 0;
+  } finally {
+    await pool.end();
+  }
+}
+
+async function checkDatabase(pool: Pool, databaseUrl: string): Promise<void> {
+  try {
+    await pool.query('SELECT 1 FROM flag_states LIMIT 1');
+  } catch (error) {
+    const where = new URL(databaseUrl).host;
+    throw new Error(
+      `the audit database at ${where} is not usable (${(error as Error).message}); nothing written`,
+    );
   }
 }
 
