@@ -36,6 +36,7 @@ const SECRETS = {
   UNLEASH_ADMIN_TOKEN: '*:*.test-unleash-admin-6b3a',
   UNLEASH_BACKEND_TOKEN: 'default:development.test-unleash-backend-1f8c',
   UNLEASH_ADMIN_PASSWORD: 'test-unleash-ui-4d9e',
+  UNLEASH_SESSION_SECRET: 'test-unleash-session-8e1c',
   GRAFANA_ADMIN_PASSWORD: 'test-grafana-7a2b',
 };
 
@@ -231,6 +232,7 @@ describe.each(PHASES)('phase %i: the merged configuration', (phase) => {
     expect(env('postgres').POSTGRES_PASSWORD).toBe(SECRETS.POSTGRES_PASSWORD);
     expect(env('grafana').GF_SECURITY_ADMIN_PASSWORD).toBe(SECRETS.GRAFANA_ADMIN_PASSWORD);
     expect(env('unleash').UNLEASH_DEFAULT_ADMIN_PASSWORD).toBe(SECRETS.UNLEASH_ADMIN_PASSWORD);
+    expect(env('unleash').UNLEASH_SECRET).toBe(SECRETS.UNLEASH_SESSION_SECRET);
     expect(env('unleash').INIT_ADMIN_API_TOKENS).toBe(SECRETS.UNLEASH_ADMIN_TOKEN);
     expect(env('unleash').INIT_BACKEND_API_TOKENS).toBe(SECRETS.UNLEASH_BACKEND_TOKEN);
     expect(env('unleash').DATABASE_USERNAME).toBe('unleash');
