@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if ! command -v node >/dev/null; then
-  echo "setup: Node.js 20 or newer is needed (node not found on PATH)" >&2
+  echo "setup: Node.js 24 (or 20.19+, README § Node.js versions) is needed: node not found on PATH" >&2
   exit 1
 fi
 
