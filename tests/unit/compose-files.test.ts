@@ -5,7 +5,7 @@
  * on the merged configuration it prints. Also: the environment file that reaches the stack from the host,
  * and the node-control script's refusals.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join, relative } from 'node:path';
@@ -16,6 +16,8 @@ import { parse } from 'yaml';
 import { packageRoot } from '../../broker/paths.js';
 import { readTraefik } from '../../cli/cluster/traefik.js';
 import { loadEnvironmentFile } from '../../cli/environments/environment.js';
+import { freePort } from '../helpers/ports.js';
+import { waitFor } from '../helpers/wait.js';
 
 const root = packageRoot();
 const PHASES = [0, 1, 2, 3, 4];
@@ -410,6 +412,70 @@ describe('one project for every phase', () => {
     );
     expect(relative(root, PROJECT_DIR)).toBe(join('deploy', 'compose'));
   });
+});
+
+describe("Prometheus reads each phase's targets file as the stack mounts it", () => {
+  it("a real prometheus discovers exactly the phase's brokers from it (file_sd)", async () => {
+    const setup = spawnSync('bash', [join(root, 'scripts', 'require-packages.sh'), 'prometheus'], {
+      encoding: 'utf8',
+    });
+    expect(setup.status, setup.stderr).toBe(0);
+    const dir = mkdtempSync(join(tmpdir(), 'wb-compose-prometheus-'));
+    // The shipped configuration with its broker job once per phase, each reading the file that phase's
+    // override mounts (the path in the container replaced by the file's path here).
+    const shipped = parse(readFileSync(join(root, 'dashboards', 'prometheus.yml'), 'utf8')) as {
+      scrape_configs: Array<{ job_name: string; file_sd_configs?: Array<{ files: string[] }> }>;
+    };
+    const brokerJob = shipped.scrape_configs.find((c) => c.job_name === 'mesh-broker')!;
+    const jobs = PHASES.map((phase) => {
+      const prometheus = mergedConfig(phase).services.prometheus!;
+      const file = mountAt(prometheus, brokerJob.file_sd_configs![0]!.files[0]!);
+      return {
+        ...brokerJob,
+        job_name: `phase${phase}`,
+        file_sd_configs: [{ files: [file], refresh_interval: '1s' }],
+      };
+    });
+    const config = join(dir, 'prometheus.yml');
+    writeFileSync(config, JSON.stringify({ global: { scrape_interval: '1m' }, scrape_configs: jobs }));
+    const port = await freePort();
+    const child = spawn(
+      'prometheus',
+      [
+        `--config.file=${config}`,
+        `--storage.tsdb.path=${join(dir, 'data')}`,
+        `--web.listen-address=127.0.0.1:${port}`,
+      ],
+      { stdio: 'ignore' },
+    );
+    try {
+      const found = await waitFor(
+        async () => {
+          const response = await fetch(`http://127.0.0.1:${port}/api/v1/targets`).catch(() => undefined);
+          if (!response?.ok) return undefined;
+          const body = (await response.json()) as {
+            data: { activeTargets: Array<{ labels: { job: string; instance: string } }> };
+          };
+          const targets = body.data.activeTargets;
+          return PHASES.every((p) => targets.some((t) => t.labels.job === `phase${p}`)) ? targets : undefined;
+        },
+        { timeoutMs: 30_000, intervalMs: 250, what: 'prometheus to discover the targets' },
+      );
+      for (const phase of PHASES) {
+        const instances = found.filter((t) => t.labels.job === `phase${phase}`).map((t) => t.labels.instance);
+        expect(instances.sort(), `phase ${phase}`).toEqual(
+          brokersOf(mergedConfig(phase)).map((name) => `${name}:8080`),
+        );
+      }
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) {
+        const exited = new Promise((done) => child.once('exit', done));
+        child.kill('SIGTERM');
+        await exited;
+      }
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });
 
 describe('environments/compose.json: the stack from the host', () => {
