@@ -19,7 +19,7 @@ COPY package.json package-lock.json ./
 # No install scripts: compiling needs none (the dev tools' scripts fetch binaries or build optional addons).
 RUN if [ -n "$BUILD_CA_CERTS" ]; then printf '%s\n' "$BUILD_CA_CERTS" >/tmp/build-ca.pem; \
       export NODE_EXTRA_CA_CERTS=/tmp/build-ca.pem; fi \
- && npm ci --ignore-scripts --no-audit --no-fund \
+ && npm ci --ignore-scripts --no-audit --no-fund --no-update-notifier \
  && rm -f /tmp/build-ca.pem
 COPY tsconfig.json tsconfig.build.json ./
 COPY broker ./broker
@@ -37,7 +37,7 @@ COPY package.json package-lock.json ./
 # The production dependencies have no install scripts.
 RUN if [ -n "$BUILD_CA_CERTS" ]; then printf '%s\n' "$BUILD_CA_CERTS" >/tmp/build-ca.pem; \
       export NODE_EXTRA_CA_CERTS=/tmp/build-ca.pem; fi \
- && npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
+ && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --no-update-notifier \
  && rm -f /tmp/build-ca.pem
 
 FROM ${NODE_IMAGE}

@@ -52,6 +52,44 @@ let baseMadeHere = false;
 let imageBuilt = false;
 const relays: Relay[] = [];
 let port = 0;
+/** The broker's settings, for every container of the test: the database and Redis through the relays. */
+let brokerEnv: string[] = [];
+const containers: string[] = [];
+
+/** A broker container of the image on the default bridge, published on 127.0.0.1:`hostPort`. */
+async function runBroker(name: string, hostPort: number, extra: string[] = []): Promise<void> {
+  containers.push(name);
+  await dockerOk([
+    'run',
+    '--detach',
+    '--name',
+    name,
+    '--publish',
+    `127.0.0.1:${hostPort}:8080`,
+    ...brokerEnv.flatMap((pair) => ['--env', pair]),
+    ...extra,
+    IMAGE,
+  ]);
+}
+
+/** Waits for /health 200 on the published port; fails early when the container is no longer running. */
+async function healthy(
+  name: string,
+  hostPort: number,
+): Promise<{ status: string; db: string; redis: string }> {
+  return waitFor(
+    async () => {
+      const response = await fetch(`http://127.0.0.1:${hostPort}/health`).catch(() => undefined);
+      if (response?.status === 200)
+        return (await response.json()) as { status: string; db: string; redis: string };
+      const state = await inspect('{{.State.Status}}', name);
+      if (state !== 'running')
+        throw new Error(`${name} is ${state}: ${(await docker(['logs', name])).stdout}`);
+      return undefined;
+    },
+    { timeoutMs: 60_000, intervalMs: 250, what: `/health 200 from ${name}` },
+  );
+}
 
 function note(key: string, value: unknown): void {
   report[key] = value;
@@ -95,26 +133,14 @@ beforeAll(async () => {
   databaseUrl.port = String(pgRelay.port);
   databaseUrl.pathname = `/${DATABASE}`;
 
-  port = await freePort();
-  await dockerOk([
-    'run',
-    '--detach',
-    '--name',
-    CONTAINER,
-    '--publish',
-    `127.0.0.1:${port}:8080`,
-    '--env',
+  brokerEnv = [
     `DATABASE_URL=${databaseUrl}`,
-    '--env',
     `REDIS_URL=redis://${gateway}:${redisRelay.port}`,
-    '--env',
     `REDIS_KEY_PREFIX=${REDIS_PREFIX}`,
-    '--env',
     `ADMIN_TOKEN=${randomBytes(16).toString('hex')}`,
-    '--env',
-    'NODE_ID=container-test',
-    IMAGE,
-  ]);
+  ];
+  port = await freePort();
+  await runBroker(CONTAINER, port, ['--env', 'NODE_ID=container-test']);
 }, 30 * 60_000);
 
 afterAll(async () => {
@@ -125,7 +151,7 @@ afterAll(async () => {
         mkdirSync(LOG_DIR, { recursive: true });
         writeFileSync(join(LOG_DIR, 'broker-container.log'), `${logs.stdout}${logs.stderr}`);
       }
-      await docker(['rm', '--force', '--volumes', CONTAINER]);
+      for (const name of containers) await docker(['rm', '--force', '--volumes', name]);
       if (process.env.KEEP_IMAGES !== '1') {
         if (imageBuilt) await docker(['image', 'rm', '--force', IMAGE]);
         if (baseMadeHere) await docker(['image', 'rm', '--force', BASE_IMAGE]);
@@ -218,18 +244,7 @@ describe('the broker image', () => {
   });
 
   it('runs as a non-root user with node as PID 1, and serves /health on the published port', async () => {
-    const health = await waitFor(
-      async () => {
-        const response = await fetch(`http://127.0.0.1:${port}/health`).catch(() => undefined);
-        if (response?.status === 200)
-          return (await response.json()) as { status: string; db: string; redis: string };
-        const state = await inspect('{{.State.Status}}');
-        if (state !== 'running')
-          throw new Error(`the container is ${state}: ${(await docker(['logs', CONTAINER])).stdout}`);
-        return undefined;
-      },
-      { timeoutMs: 60_000, intervalMs: 250, what: '/health 200 from the container' },
-    );
+    const health = await healthy(CONTAINER, port);
     expect(health).toMatchObject({ status: 'ok', db: 'up', redis: 'up' });
     expect(await dockerOk(['exec', CONTAINER, 'id', '-u'])).not.toBe('0');
     expect(await dockerOk(['exec', CONTAINER, 'id', '-un'])).toBe('node');
@@ -291,5 +306,14 @@ describe('the broker image', () => {
         expect.objectContaining({ msg: 'node stopped' }),
       ]),
     );
+  }, 90_000);
+
+  it('runs with a read-only root filesystem (--read-only): only the STATE_DIR volume is written', async () => {
+    const name = `${CONTAINER}-ro`;
+    const roPort = await freePort();
+    await runBroker(name, roPort, ['--read-only', '--env', 'NODE_ID=container-test-ro']);
+    expect(await healthy(name, roPort)).toMatchObject({ status: 'ok', db: 'up' });
+    await dockerOk(['stop', '--time', String(STOP_TIMEOUT_S), name], { timeoutMs: 60_000 });
+    expect(await inspect('{{.State.ExitCode}}', name)).toBe('0');
   }, 90_000);
 });
