@@ -151,8 +151,9 @@ export class UnleashFlagProvider implements FlagProvider {
 
   /** Reads now (the push path); the poll goes on from this read. */
   refresh(): Promise<void> {
-    this.reading = this.reading.then(() => this.readOnce());
-    return this.reading;
+    const read = this.reading.then(() => this.readOnce());
+    this.reading = read.catch(() => {}); // one failed read must not block the ones after it
+    return read;
   }
 
   onSnapshot(listener: (snapshot: FlagSnapshot) => void): void {
@@ -166,8 +167,20 @@ export class UnleashFlagProvider implements FlagProvider {
     this.client.destroy();
   }
 
+  /** One read, and the next one scheduled whatever happens: the poll must never stop. */
   private async readOnce(): Promise<void> {
     if (this.closing.signal.aborted) return;
+    try {
+      await this.readAndPublish();
+    } catch (error) {
+      this.failures += 1;
+      this.publish(`reading Unleash failed: ${(error as Error).message}`, 'error');
+    } finally {
+      if (!this.closing.signal.aborted) this.schedule(pollDelay(this.options.refreshMs, this.failures));
+    }
+  }
+
+  private async readAndPublish(): Promise<void> {
     const outcome = await fetchClientFeatures({
       apiRoot: this.apiRoot,
       token: this.options.token,
@@ -191,7 +204,6 @@ export class UnleashFlagProvider implements FlagProvider {
       this.failures += 1;
       this.publish(outcome.message, outcome.kind);
     }
-    this.schedule(pollDelay(this.options.refreshMs, this.failures));
   }
 
   private schedule(delay: number): void {

@@ -240,10 +240,6 @@ describe('Unleash with authentication on (unleash-server 8.2.0, real tokens)', (
     expect(metrics).toMatch(/mesh_broker_flag_provider_status\{status="unauthorized"[^}]*\} 1/);
     expect(metrics).toMatch(/mesh_broker_flag_provider_status\{status="ok"[^}]*\} 0/);
     expect(metrics).toMatch(/mesh_broker_flag_config_error(\{[^}]*\})? 1/);
-    // Still refused a while later: the node kept asking (fetchedAt of a failure stays, the error stays).
-    await new Promise((resolve) => setTimeout(resolve, 1500));
-    expect((await report(node)).status).toBe('unauthorized');
-
     // Unleash's API makes up a new token's secret, so a token a node already holds is created the way
     // INIT_BACKEND_API_TOKENS creates it at a first start: in Unleash's own token store.
     await unleash.db.query(
@@ -252,14 +248,18 @@ describe('Unleash with authentication on (unleash-server 8.2.0, real tokens)', (
       [token],
     );
     // No push, no restart: the node's own poll (backed off) finds the token valid and reads the flags.
-    await waitFor(async () => (await report(node)).status === 'ok', { timeoutMs: 60_000, intervalMs: 200 });
+    // Unleash remembers an unknown token for 1 s, 5 s, then 30 s after each miss, and loads every token
+    // into its cache once a minute: within about 60 s of its creation the token is accepted.
+    await waitFor(async () => (await report(node)).status === 'ok', { timeoutMs: 80_000, intervalMs: 200 });
     const recovered = await report(node);
     expect(recovered).toMatchObject({ source: 'unleash', error: null });
-    expect(recovered.flags['ha.rate-limits']).toMatchObject({ value: true, acting: true });
+    // What Unleash says for development (on since the first test), not the file's off.
+    const inUnleash = (await enabledIn('ha.rate-limits', 'development')) ?? false;
+    expect(recovered.flags['ha.rate-limits']).toMatchObject({ value: inUnleash, acting: inUnleash });
     const after = await (await node.admin('/metrics')).text();
     expect(after).toMatch(/mesh_broker_flag_provider_status\{status="ok"[^}]*\} 1/);
     expect(after).toMatch(/mesh_broker_flag_provider_status\{status="unauthorized"[^}]*\} 0/);
-  }, 90_000);
+  }, 120_000);
 
   it('flags seed --env E --phase N writes the preset into Unleash (creating the toggles), reads it back and audits each change once', async () => {
     const seeded = await flags([
