@@ -182,7 +182,7 @@ async function seed(values: Values, environment: string, args: string[]): Promis
     throw new UsageError(
       `environment "${environment}" uses the file provider (${provider.describe}); seed writes Unleash`,
     );
-  const before = await provider.read(); // Unleash reachable, token valid, environment known: or nothing is written
+  await provider.read(); // Unleash reachable, the token valid, the environment known: or nothing is written
   const pool = createPool(databaseUrl, { max: 2, applicationName: 'workbench-flags' });
   try {
     await checkDatabase(pool, databaseUrl);
@@ -190,12 +190,10 @@ async function seed(values: Values, environment: string, args: string[]): Promis
     let changes = 0;
     for (const flag of FLAG_KEYS) {
       const value = preset.values[flag];
-      const { changed } = await changeFlag(pool, provider, { environment, flag, value, actor });
+      const { changed, from } = await changeFlag(pool, provider, { environment, flag, value, actor });
       if (changed) changes += 1;
       const show = (on: boolean) => (on ? 'on' : 'off');
-      console.log(
-        changed ? `${flag}: ${show(before[flag])} → ${show(value)}` : `${flag}: ${show(value)} (already)`,
-      );
+      console.log(changed ? `${flag}: ${show(from)} → ${show(value)}` : `${flag}: ${show(value)} (already)`);
     }
     const nodes = push ? await pushRefreshOnce(push, environment, { phase: preset.phase }) : undefined;
     console.log(
