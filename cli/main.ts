@@ -47,7 +47,10 @@ commands:
                                   the independent verifier: follow every chain, findings on its /metrics
   flags list --env E [--json]     each flag: the provider's value and what every live node acts on
   flags set KEY on|off --env E [--actor NAME]
-                                  flip a flag (file or Unleash provider), audit it, push it to the nodes
+                                  flip a flag (file or Unleash provider), read it back, audit it, push it
+  flags seed --env E --phase N [--actor NAME]
+                                  write phase N's flag preset into E's provider (Unleash: creating missing
+                                  toggles), each flag read back and each change audited
       provider options: --provider file|unleash, --flags-dir DIR, --unleash-url URL,
       --unleash-token T, --unleash-environment NAME (default: development)
   load [--url URL | --nodes URL,URL] [--peers N] [--meshes M] [--dm-rate R] [--broadcast-rate R]

@@ -44,7 +44,7 @@ describe('environment files', () => {
     expect(environment.target.nodes.map((n) => n.id)).toEqual(['broker-1', 'broker-2', 'broker-3']);
     expect(environment.target.adminToken).toBe('t0ken');
     expect(environment.target.databaseUrl).toBe(secrets.STAGING_DATABASE_URL);
-    expect(environment.flags.describe).toContain('Unleash environment staging');
+    expect(environment.flags.describe).toContain('Unleash environment production');
     expect(environment.target.control).toBeDefined();
   });
 
