@@ -82,16 +82,21 @@ export async function spawnBrokerProcess(
   void exited.then(() => {
     gone = true;
   });
-  await waitFor(
-    async () => {
-      if (gone) throw new Error(`broker exited during start:\n${output()}`);
-      return fetch(`${url}/health`).then(
-        (r) => r.status === 200,
-        () => false,
-      );
-    },
-    { timeoutMs: 20_000, what: `node ${nodeId} healthy` },
-  );
+  try {
+    await waitFor(
+      async () => {
+        if (gone) throw new Error(`broker exited during start:\n${output()}`);
+        return fetch(`${url}/health`).then(
+          (r) => r.status === 200,
+          () => false,
+        );
+      },
+      { timeoutMs: 20_000, what: `node ${nodeId} healthy` },
+    );
+  } catch (error) {
+    child.kill('SIGKILL'); // never leave a half-started broker behind
+    throw error;
+  }
   return { process: child, nodeId, url, wsUrl: `ws://127.0.0.1:${port}/ws`, output, exited };
 }
 

@@ -61,7 +61,9 @@ async function flipAndMeasure(flag: string, on: boolean): Promise<number> {
   await waitFor(
     async () => (await Promise.all(nodes.map(flagsOf))).every((r) => r.flags[flag]!.acting === on),
     {
-      timeoutMs: 5000,
+      // Far below the nodes' one-minute backstop poll, and far above a loaded machine's CLI start (seen up to
+      // 15 s on shared cores): it tells a push from the poll without timing anything.
+      timeoutMs: 30_000,
       intervalMs: 5,
       what: `${flag} ${on} on every node`,
     },
@@ -105,7 +107,7 @@ describe('flags over three node processes (file provider)', () => {
     );
     // The figure is reported, not judged here (timing belongs to benchmarks); the bound only proves the
     // change travelled by push or file watch, since the nodes' backstop poll in this test is a minute.
-    expect(Math.max(...timings)).toBeLessThan(5000);
+    expect(Math.max(...timings)).toBeLessThan(30_000);
     const events = await db.query(
       `SELECT actor, payload FROM audit_log WHERE mesh_id = '00000000-0000-0000-0000-000000000000'
         AND payload->>'flag' = 'ha.rate-limits' ORDER BY seq`,
@@ -124,7 +126,7 @@ describe('flags over three node processes (file provider)', () => {
     expect(after.rows[0]?.n).toBe(6);
     const verify = await runWorkbench(['audit', 'verify', '--database-url', db.url]);
     expect(verify.code).toBe(0);
-  });
+  }, 240_000);
 
   it('audits the first change of an environment whose values were never recorded, from the file value', async () => {
     // A fresh environment starting from a preset with ha.audit on: no flag_states row yet.
