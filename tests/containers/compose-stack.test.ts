@@ -87,6 +87,7 @@ let daemon: Daemon | undefined;
 let work = '';
 let secrets: Record<string, string> = {};
 let upAttempted = false;
+let workbenchRuns = 0;
 
 function note(key: string, value: number | string): void {
   timings[key] = typeof value === 'number' ? Number(value.toFixed(1)) : value;
@@ -173,7 +174,7 @@ function workbench(args: string[], cwd = ROOT, timeoutMs = 10 * 60_000): Promise
       clearTimeout(timer);
       mkdirSync(LOG_DIR, { recursive: true });
       writeFileSync(
-        join(LOG_DIR, `compose-stack-workbench-${args.slice(0, 2).join('-')}.log`),
+        join(LOG_DIR, `compose-stack-workbench-${++workbenchRuns}-${args[0]}.log`),
         `$ workbench ${args.join(' ')}\n${stdout}${stderr}`,
       );
       resolve({ code: code ?? 1, stdout, stderr });
@@ -344,16 +345,33 @@ afterAll(async () => {
 }, 10 * 60_000);
 
 describe('phase 3 compose stack', () => {
-  it('every service is healthy; the brokers run the project image as the brokers role', async () => {
+  it('every service but Grafana runs; the brokers run the project image as the brokers role', async () => {
     const states = await containers();
-    const services = states.map((state) => state.service).sort();
-    expect(services).toEqual(
-      expect.arrayContaining(['broker-1', 'broker-2', 'broker-3', 'postgres', 'redis', 'unleash', 'traefik']),
-    );
-    expect(services).not.toContain('grafana');
+    expect(states.map((state) => state.service).sort()).toEqual([
+      'audit-verifier',
+      'broker-1',
+      'broker-2',
+      'broker-3',
+      'migrate',
+      'postgres',
+      'prometheus',
+      'redis',
+      'traefik',
+      'unleash',
+    ]);
     for (const node of environmentFile.nodes) {
       const health = await fetch(`${node.url}/health`);
       expect(health.status, node.id).toBe(200);
+      const [image, env] = (
+        await dockerOk([
+          'inspect',
+          '-f',
+          '{{.Config.Image}}|{{range .Config.Env}}{{.}} {{end}}',
+          `${PROJECT}_${node.id}_1`,
+        ])
+      ).split('|');
+      expect(image).toBe(IMAGE);
+      expect(env).toMatch(/DATABASE_URL=postgres:\/\/mesh_broker:/);
     }
   });
 
