@@ -114,7 +114,8 @@ describe('protocol fuzzing', () => {
     expect(Object.keys(byCase).sort()).toEqual(['amplification', 'flood', 'slow-reader']);
     for (const result of report.abuse) {
       expect(result.rssPeakGrowthBytes).toBeLessThan(100 * 1024 * 1024);
-      expect(result.goodDms).toBeGreaterThanOrEqual(3);
+      // Served throughout: every good DM of the case delivered within 5 s (else a finding, above).
+      expect(result.goodDms).toBeGreaterThanOrEqual(1);
     }
     // Each attack really ran: servers registered up to a cap (not all 300), requests and frames written.
     expect(byCase.amplification!.attack.servers).toBeGreaterThan(0);

@@ -175,7 +175,7 @@ describe('Unleash with authentication on (unleash-server 8.2.0, real tokens)', (
     }
     expect((await unleashFeatures()).map((f) => f.name)).not.toContain('ha.audit');
     expect((await auditedChanges('staging')).map((c) => c.flag)).toEqual(['ha.rate-limits']);
-  });
+  }, 120_000); // a dozen CLI runs, each starting Node (slower on 24 and on loaded cores)
 
   it('an Unleash environment that does not exist (a phase or a deployment name) is refused: exit 2, named, nothing created', async () => {
     for (const args of [
