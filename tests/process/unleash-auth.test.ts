@@ -147,7 +147,7 @@ describe('Unleash with authentication on (unleash-server 8.2.0, real tokens)', (
     expect(devReport.flags['ha.rate-limits']).toMatchObject({ value: true, acting: true });
     expect(prodReport).toMatchObject({ status: 'ok', error: null });
     expect(prodReport.flags['ha.rate-limits']).toMatchObject({ value: false, acting: false });
-  });
+  }, 120_000);
 
   it('flags set and list fail with exit 1 and write and audit nothing on a wrong token, a backend token, or a URL that is not the API', async () => {
     const cases: Array<[string, { url?: string; token?: string | null }, RegExp]> = [
@@ -191,7 +191,7 @@ describe('Unleash with authentication on (unleash-server 8.2.0, real tokens)', (
     }
     expect((await unleashFeatures()).map((f) => f.name)).not.toContain('ha.audit');
     expect((await auditedChanges('staging')).map((c) => c.flag)).toEqual(['ha.rate-limits']);
-  });
+  }, 120_000);
 
   it('flags set does not audit a write that does not read back (a gateway that answers 200 and drops it): exit 1', async () => {
     // A proxy in front of Unleash that swallows "turn on" calls: the write "succeeds", Unleash never saw it.
@@ -225,7 +225,7 @@ describe('Unleash with authentication on (unleash-server 8.2.0, real tokens)', (
     }
     expect(await enabledIn('ha.watches', 'development')).toBe(false);
     expect((await auditedChanges('staging')).map((c) => c.flag)).toEqual(['ha.rate-limits']);
-  });
+  }, 120_000);
 
   it('a node whose token Unleash refuses reports unauthorized (/flags, metrics), keeps polling with backoff, and recovers once the token exists', async () => {
     // The token the node is configured with does not exist in Unleash yet (a fresh Unleash, say).
@@ -311,7 +311,7 @@ describe('Unleash with authentication on (unleash-server 8.2.0, real tokens)', (
     const node = await unleashNode('auth-seeded', 'seeded', unleash.backendTokens.production);
     await waitFor(async () => (await report(node)).flags['ha.delivery']?.acting, { timeoutMs: 10_000 });
     expect((await report(node)).flags['ha.audit']).toMatchObject({ value: false });
-  });
+  }, 120_000);
 
   it('flags seed through an environment file (its URL in the /api form, its admin token variable)', async () => {
     const cwd = mkdtempSync(join(tmpdir(), 'wb-unleash-auth-env-'));
@@ -357,7 +357,7 @@ describe('Unleash with authentication on (unleash-server 8.2.0, real tokens)', (
     } finally {
       rmSync(cwd, { recursive: true, force: true });
     }
-  });
+  }, 120_000);
 
   it('flags seed refuses bad input, naming what is wrong, and changes nothing', async () => {
     const state = async () =>
@@ -417,5 +417,5 @@ describe('Unleash with authentication on (unleash-server 8.2.0, real tokens)', (
     );
     expect(await state()).toBe(before);
     expect(await auditCount()).toBe(auditBefore);
-  });
+  }, 120_000);
 });
