@@ -57,11 +57,11 @@ async function firedCounts(ids: string[]) {
 
 describe('schedules with ha.schedules on, three nodes', () => {
   it('fires each of 60 schedules due at the same instant exactly once', async () => {
-    const { mesh, ids } = await createDue(60, Date.now() + 1500);
+    const { mesh, ids } = await createDue(60, Date.now() + 8000); // lead for 60 creates on loaded cores
     const recipient = await connectPeer(ws('s3'), mesh, mesh.members[1]!);
     const got: string[] = [];
     recipient.on('message', (m) => got.push(String(m.scheduleId)));
-    await waitFor(async () => (await firedCounts(ids)).every((r) => r.n > 0), { timeoutMs: 10_000 });
+    await waitFor(async () => (await firedCounts(ids)).every((r) => r.n > 0), { timeoutMs: 20_000 });
     const counts = await firedCounts(ids);
     expect(counts.filter((r) => r.n !== 1)).toEqual([]);
     const occurrences = await db.query(
@@ -139,7 +139,7 @@ describe('schedules with ha.schedules on, three nodes', () => {
     const { ids } = await createDue(40, at);
     await new Promise((resolve) => setTimeout(resolve, at - Date.now() - 20));
     await cluster.kill('s1');
-    await waitFor(async () => (await firedCounts(ids)).every((r) => r.n > 0), { timeoutMs: 10_000 });
+    await waitFor(async () => (await firedCounts(ids)).every((r) => r.n > 0), { timeoutMs: 20_000 });
     expect((await firedCounts(ids)).filter((r) => r.n !== 1)).toEqual([]);
   });
 });
