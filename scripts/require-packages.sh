@@ -6,6 +6,9 @@
 #   chromium    the console's browser tests, headless, driven by playwright-core (which downloads no browser)
 #   docker-compose  Debian's docker-compose 1.29: the compose files are merged and checked with its
 #               `config` (tests/unit/compose-files.test.ts), which needs no container engine
+#   docker.io   Debian's dockerd 20.10 and client, for `npm run test:containers` (a daemon of the checkout's own,
+#               scripts/containers/dockerd.sh; the package's service is not started)
+#   debootstrap the root filesystems of the locally made base images (scripts/containers/base-image.sh)
 # The machines of this project run as root; elsewhere it says what to install.
 # Usage: scripts/require-packages.sh PACKAGE...
 set -euo pipefail
@@ -16,6 +19,8 @@ present() {
     prometheus) command -v prometheus >/dev/null && command -v promtool >/dev/null ;;
     chromium) [ -x /usr/bin/chromium ] ;;
     docker-compose) command -v docker-compose >/dev/null ;;
+    docker.io) [ -x /usr/sbin/dockerd ] && [ -x /usr/bin/docker ] ;;
+    debootstrap) [ -x /usr/sbin/debootstrap ] ;;
     *) echo "require-packages: unknown package $1" >&2; exit 2 ;;
   esac
 }
