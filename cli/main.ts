@@ -40,7 +40,7 @@ commands:
   migrate [--database-url URL]    create the database if needed and apply the migrations
   mesh create NAME --members K [--out FILE] [--database-url URL]
                                   create a mesh with K members and fresh ed25519 keys
-  audit verify [--mesh ID] [--checkpoint FILE] [--json] [--database-url URL]
+  audit verify [--mesh ID] [--checkpoint FILE] [--json] [--env E | --database-url URL]
                                   walk every mesh's audit chain from Postgres; exit 1 if one is broken
                                   (or, with --checkpoint, shorter than or diverging from the checkpoint)
   audit verify --follow [--checkpoint FILE] [--interval-ms N] [--rescan-ms N] [--metrics-port P] [--host H]

@@ -1,11 +1,12 @@
 import { parse, portOption, positiveInt, UsageError } from '../args.js';
 import { databaseUrlFor } from '../database.js';
+import { environmentDatabaseUrl } from '../environments/environment.js';
 import { CheckpointError } from '../verifier/checkpoint.js';
 import { verifyOnce } from '../verifier/once.js';
 import { runVerifier } from '../verifier/run.js';
 
 /**
- * `workbench audit verify [--mesh ID] [--json] [--checkpoint FILE]`: walks each mesh's chain straight from
+ * `workbench audit verify [--env E | --database-url URL] [--mesh ID] [--json] [--checkpoint FILE]`: walks each mesh's chain straight from
  * Postgres, independent of any node (cli/verifier/once.ts); exits 1 when any chain is broken or forked, or
  * no longer holds the checkpoint. With `--follow` it keeps going as the independent verifier process
  * (cli/verifier/): incremental passes every `--interval-ms`, a full rescan every `--rescan-ms`, findings
@@ -16,6 +17,7 @@ export async function auditCommand(argv: string[]): Promise<number> {
     mesh: { type: 'string' },
     json: { type: 'boolean' },
     'database-url': { type: 'string' },
+    env: { type: 'string' },
     checkpoint: { type: 'string' },
     follow: { type: 'boolean' },
     'interval-ms': { type: 'string' },
@@ -29,11 +31,16 @@ export async function auditCommand(argv: string[]): Promise<number> {
   if (values.mesh !== undefined && !/^[0-9a-f-]{36}$/i.test(values.mesh))
     throw new UsageError('--mesh must be a mesh id (UUID)');
   if (values.checkpoint === '') throw new UsageError('--checkpoint needs a file name');
+  if (values.env !== undefined && values['database-url'] !== undefined)
+    throw new UsageError('--env and --database-url name the database twice: give one');
+  // --env E: environment E's database (environments/E.json's databaseUrlEnv, or the local cluster's).
+  const databaseUrl = () =>
+    values.env !== undefined ? environmentDatabaseUrl(values.env) : databaseUrlFor(values['database-url']);
   try {
     if (values.follow) {
       if (values.json) throw new UsageError('--json does not go with --follow (findings go to /metrics)');
       return await runVerifier({
-        databaseUrl: databaseUrlFor(values['database-url']),
+        databaseUrl: databaseUrl(),
         meshId: values.mesh?.toLowerCase(),
         intervalMs: positiveInt('--interval-ms', values['interval-ms'], 1000),
         rescanMs: positiveInt('--rescan-ms', values['rescan-ms'], 300_000),
@@ -46,7 +53,7 @@ export async function auditCommand(argv: string[]): Promise<number> {
       if (values[option] !== undefined) throw new UsageError(`--${option} needs --follow`);
     }
     return await verifyOnce({
-      databaseUrl: databaseUrlFor(values['database-url']),
+      databaseUrl: databaseUrl(),
       meshId: values.mesh,
       json: values.json ?? false,
       checkpointFile: values.checkpoint,

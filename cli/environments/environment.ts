@@ -112,8 +112,8 @@ function shellControl(commands: NonNullable<EnvironmentFile['control']>, cwd: st
   };
 }
 
-/** Reads and checks `environments/<name>.json`; every problem is named with its field. */
-export function loadEnvironmentFile(path: string, name: string): Environment {
+/** Reads and checks an environment file; every problem is named with its field. */
+function readEnvironmentFile(path: string): EnvironmentFile {
   let raw: unknown;
   try {
     raw = JSON.parse(readFileSync(path, 'utf8'));
@@ -127,7 +127,12 @@ export function loadEnvironmentFile(path: string, name: string): Environment {
     );
     throw new UsageError(`${path}: ${problems.join('; ')}`);
   }
-  const file = parsed.data;
+  return parsed.data;
+}
+
+/** Reads and checks `environments/<name>.json`, with the secrets it names from the environment. */
+export function loadEnvironmentFile(path: string, name: string): Environment {
+  const file = readEnvironmentFile(path);
   const base = dirname(path);
   const flags =
     file.flags.provider === 'file'
@@ -153,6 +158,17 @@ export function loadEnvironmentFile(path: string, name: string): Environment {
     push: file.push,
     requirePassedIn: file.requirePassedIn,
   };
+}
+
+/**
+ * Only the database of environment `name` (its file's `databaseUrlEnv`, or the local cluster's): for what
+ * reads Postgres alone, like the audit verifier, which needs neither the admin token nor the flag service's.
+ */
+export function environmentDatabaseUrl(name: string, cwd = process.cwd()): string {
+  if (!ENVIRONMENT_NAME.test(name)) throw new UsageError(`bad environment name "${name}"`);
+  const path = join(cwd, 'environments', `${name}.json`);
+  if (existsSync(path)) return fromEnv(readEnvironmentFile(path).databaseUrlEnv, 'databaseUrlEnv');
+  return resolveEnvironment(name, cwd).target.databaseUrl;
 }
 
 /** The local cluster as an environment: its nodes are this machine's processes, so it can crash them. */

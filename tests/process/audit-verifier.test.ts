@@ -1,4 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { auditHash, GENESIS } from '../../broker/audit/chain.js';
 import { runWorkbench } from '../helpers/cli.js';
@@ -51,6 +54,55 @@ async function until(verifier: VerifierProcess, name: string, mesh: string, expe
     what: `${name}{mesh="${mesh}"} = ${expected}\n${verifier.output()}`,
   });
 }
+
+describe('workbench audit verify --env E', () => {
+  it("verifies environment E's database with nothing but its database URL variable set", async () => {
+    const mesh = randomUUID();
+    await chain(mesh, 1, 4, GENESIS);
+    const cwd = mkdtempSync(join(tmpdir(), 'audit-env-'));
+    try {
+      mkdirSync(join(cwd, 'environments'));
+      writeFileSync(
+        join(cwd, 'environments', 'staging.json'),
+        JSON.stringify({
+          phase: 3,
+          lbUrl: 'http://127.0.0.1:1',
+          nodes: [{ id: 'n1', url: 'http://127.0.0.1:2' }],
+          databaseUrlEnv: 'STAGING_DATABASE_URL',
+          adminTokenEnv: 'STAGING_ADMIN_TOKEN',
+          flags: {
+            provider: 'unleash',
+            url: 'http://127.0.0.1:3/api',
+            tokenEnv: 'STAGING_UNLEASH_TOKEN',
+            unleashEnvironment: 'development',
+          },
+        }),
+      );
+      // Neither the admin token nor the Unleash token is set: the verifier reads Postgres only.
+      const ok = await runWorkbench(
+        ['audit', 'verify', '--env', 'staging', '--mesh', mesh, '--json'],
+        { STAGING_DATABASE_URL: db.url, DATABASE_URL: '' },
+        cwd,
+      );
+      expect(ok.code, ok.stderr).toBe(0);
+      expect(JSON.parse(ok.stdout)).toMatchObject({ valid: true, meshes: [{ meshId: mesh }] });
+
+      const unset = await runWorkbench(['audit', 'verify', '--env', 'staging'], { DATABASE_URL: '' }, cwd);
+      expect(unset.code).not.toBe(0);
+      expect(unset.stderr).toContain('STAGING_DATABASE_URL is not set');
+
+      const both = await runWorkbench(
+        ['audit', 'verify', '--env', 'staging', '--database-url', db.url],
+        { STAGING_DATABASE_URL: db.url },
+        cwd,
+      );
+      expect(both.code).toBe(2);
+      expect(both.stderr).toContain('--env and --database-url');
+    } finally {
+      rmSync(cwd, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
 
 describe('workbench audit verify --follow (the independent verifier)', () => {
   it('refuses bad arguments with exit code 2', async () => {

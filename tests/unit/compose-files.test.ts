@@ -57,6 +57,7 @@ interface Service {
   restart?: string;
   healthcheck?: { test?: string[] | string; disable?: boolean };
   depends_on?: Record<string, { condition: string }>;
+  stop_grace_period?: string;
   environment?: Record<string, string | null>;
   ports?: Array<string | { host_ip?: string; published?: string | number; target?: number }>;
   volumes?: Array<string | { type?: string; source?: string; target?: string; read_only?: boolean }>;
@@ -274,6 +275,8 @@ describe.each(PHASES)('phase %i: the merged configuration', (phase) => {
       expect(depends.migrate?.condition, `${name} after migrate`).toBe('service_completed_successfully');
       expect(depends.redis?.condition).toBe('service_healthy');
       expect(depends.unleash?.condition).toBe('service_healthy');
+      // The engine's kill comes after the broker's own 10 s drain deadline (docs/container-image.md).
+      expect(config.services[name]!.stop_grace_period, `${name} stop_grace_period`).toBe('15s');
     }
     // The brokers read Unleash with the backend token; the bootstrap preset is the phase's.
     const env = config.services['broker-1']!.environment!;
