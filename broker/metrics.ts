@@ -210,6 +210,12 @@ export class BrokerMetrics {
     registers: [this.registry],
   });
 
+  readonly adminPreviousTokenUses = new Counter({
+    name: 'mesh_broker_admin_previous_token_uses_total',
+    help: 'Admin API requests authorised by ADMIN_TOKEN_PREVIOUS (a rotation in progress: once this stops growing on every node, nothing sends the old token)',
+    registers: [this.registry],
+  });
+
   readonly busPublishFailures = new Counter({
     name: 'mesh_broker_bus_publish_failures_total',
     help: 'Bus messages this node could not publish (Redis unreachable); what they carried is in Postgres and read by the feeds, reapers and polls',
@@ -240,6 +246,15 @@ export class BrokerMetrics {
     registers: [this.registry],
   });
 
+  // Counted where the lease module changes its answer, so a flip shorter than a scrape is still seen
+  // (the gauge above only shows the state at scrape time): what the lease-flapping alert reads.
+  readonly activeLeaseTransitions = new Counter({
+    name: 'mesh_broker_active_lease_transitions_total',
+    help: "Changes of this node's hold on the cluster active lease, by what it became (holder: claimed; standby: given up, taken by another node, or not renewed in time)",
+    labelNames: ['to'],
+    registers: [this.registry],
+  });
+
   readonly dbUp = new Gauge({
     name: 'mesh_broker_db_up',
     help: '1 when the last health check reached Postgres',
@@ -266,6 +281,7 @@ export class BrokerMetrics {
     for (const kind of ['dm', 'broadcast']) this.backlogRefused.inc({ kind }, 0);
     for (const what of ['messages', 'expired']) this.retentionDeleted.inc({ what }, 0);
     for (const channel of ['node', 'mesh']) this.busWakeups.inc({ channel }, 0);
+    for (const to of ['holder', 'standby']) this.activeLeaseTransitions.inc({ to }, 0);
   }
 
   /** What `mesh_broker_clocks_led` reads at scrape time (the clock row registers it). */

@@ -1,5 +1,6 @@
 import type { Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
+import type { BrokerMetrics } from '../metrics.js';
 import type { BackgroundGate } from './background-gate.js';
 
 const LEASE = 'active';
@@ -10,6 +11,8 @@ export interface ActiveLeaseOptions {
   /** How long a claim lasts; renewed every quarter of it. Bound on a standby's takeover after a kill. */
   ttlMs: number;
   log: Logger;
+  /** Counts every change of this node's hold (`mesh_broker_active_lease_transitions_total`). */
+  metrics: BrokerMetrics;
 }
 
 /**
@@ -109,6 +112,7 @@ export class ActiveLease implements BackgroundGate {
   private set(active: boolean): void {
     if (active === this.active) return;
     this.active = active;
+    this.options.metrics.activeLeaseTransitions.inc({ to: active ? 'holder' : 'standby' });
     for (const listener of this.listeners) listener(active);
   }
 }

@@ -11,8 +11,8 @@ export const activeLeaseRow = defineRow<BackgroundGate, RowContext>({
   flag: 'ha.active-lease',
   metric: 'mesh_broker_active_lease_held',
   doc: 'docs/active-lease.md',
-  build: ({ config, pool, log }) => ({
+  build: ({ config, pool, log, metrics }) => ({
     local: new AlwaysActive(),
-    shared: new ActiveLease({ pool, nodeId: config.nodeId, ttlMs: config.activeLeaseTtlMs, log }),
+    shared: new ActiveLease({ pool, nodeId: config.nodeId, ttlMs: config.activeLeaseTtlMs, log, metrics }),
   }),
 });

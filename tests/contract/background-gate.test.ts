@@ -174,6 +174,13 @@ describe.each(WORLDS)('BackgroundGate contract, %s', (kind) => {
     const [holder] = await world.activeNodes();
     const survivors = others.filter((node) => node !== holder);
     const heard = survivors.map((node) => changes(node));
+    const tookOver = () =>
+      Promise.all(
+        survivors.map((node) =>
+          world.metric(node, 'mesh_broker_active_lease_transitions_total', { to: 'holder' }),
+        ),
+      );
+    const tookOverBefore = await tookOver();
     const stoppedAt = Date.now();
     await world.stopNode(holder!);
     if (world.flagValue()) {
@@ -187,6 +194,11 @@ describe.each(WORLDS)('BackgroundGate contract, %s', (kind) => {
     const active = await world.activeNodes();
     expect(active.filter((node) => survivors.includes(node))).toHaveLength(expectedActive(survivors));
     expect(heard.flatMap((events) => [...events]).filter((allowed) => !allowed)).toEqual([]);
+    // The takeover is counted on the node that took the lease, once (what the lease-flapping alert reads,
+    // dashboards/alerts/mesh-broker.rules.yml); the local gate holds no lease and counts nothing.
+    const tookOverAfter = await tookOver();
+    const taken = tookOverAfter.map((after, i) => after - tookOverBefore[i]!);
+    expect(taken.filter((n) => n !== 0)).toEqual(world.flagValue() ? [1] : []);
     for (const events of heard) events.stop();
     await world.stopNode(late);
   });
