@@ -21,6 +21,11 @@ export interface BrokerConfig {
   port: number;
   nodeId: string;
   adminToken: string;
+  /**
+   * During a rotation only: the token being retired, accepted alongside `adminToken` (each use counted and
+   * logged, so the operator sees when nothing sends it any more). Unset otherwise.
+   */
+  adminTokenPrevious: string | undefined;
   logLevel: string;
   /** Largest WebSocket frame accepted; a larger one closes the socket with 1009. */
   maxFrameBytes: number;
@@ -161,6 +166,14 @@ export function loadConfig(env: Env = process.env): BrokerConfig {
   }
   const adminToken = str(env, 'ADMIN_TOKEN');
   if (adminToken.length < 16) throw new ConfigError('ADMIN_TOKEN', 'must be at least 16 characters long');
+  const adminTokenPrevious = env.ADMIN_TOKEN_PREVIOUS || undefined;
+  if (adminTokenPrevious !== undefined && adminTokenPrevious.length < 16)
+    throw new ConfigError('ADMIN_TOKEN_PREVIOUS', 'must be at least 16 characters long');
+  if (adminTokenPrevious === adminToken)
+    throw new ConfigError(
+      'ADMIN_TOKEN_PREVIOUS',
+      'is the same as ADMIN_TOKEN (set it to the token being retired)',
+    );
   const logLevel = str(env, 'LOG_LEVEL', 'info');
   if (!LOG_LEVELS.includes(logLevel))
     throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
@@ -188,6 +201,7 @@ export function loadConfig(env: Env = process.env): BrokerConfig {
     port,
     nodeId,
     adminToken,
+    adminTokenPrevious,
     logLevel,
     maxFrameBytes,
     maxBodyBytes: int(env, 'MAX_BODY_BYTES', Math.min(32 * 1024, maxFrameBytes), 1, maxFrameBytes),

@@ -1,8 +1,9 @@
 /**
- * The admin HTTP API: meshes, members and the cluster view, behind `Authorization: Bearer <ADMIN_TOKEN>`.
+ * The admin HTTP API: meshes, members and the cluster view, behind `Authorization: Bearer <ADMIN_TOKEN>`
+ * (or, during a rotation, the retiring `ADMIN_TOKEN_PREVIOUS`: docs/runbooks/rotate-admin-token.md).
  * Input is validated before anything is written; a bad request changes nothing.
  */
-import { timingSafeEqual } from 'node:crypto';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { hex, parseWith, storableText, uuid } from '../../protocol/parse.js';
@@ -13,6 +14,9 @@ import { WatchStore } from '../watches/store.js';
 
 export interface AdminOptions {
   adminToken: string;
+  /** The token being retired, accepted too while it is set; `onPreviousTokenUsed` hears of each use. */
+  adminTokenPrevious?: string;
+  onPreviousTokenUsed: (request: FastifyRequest) => void;
   directory: Directory;
   pool: Pool;
   /** Ends every live session of a member that was just revoked (close 4403). */
@@ -24,10 +28,18 @@ const memberBody = z.object({ pubkey: hex(32), name: storableText(1, 128).option
 const meshParams = z.object({ meshId: uuid });
 const memberParams = z.object({ meshId: uuid, pubkey: hex(32) });
 
-function tokenMatches(header: string | undefined, token: string): boolean {
-  const presented = Buffer.from(header?.startsWith('Bearer ') ? header.slice(7) : '');
-  const expected = Buffer.from(token);
-  return presented.length === expected.length && timingSafeEqual(presented, expected);
+const digest = (text: string) => createHash('sha256').update(text).digest();
+
+/**
+ * Which configured token the header presents. Both are always compared, as equal-length digests in
+ * constant time, so neither the answer's timing nor its length says how close a guess came or which
+ * token it was.
+ */
+function presentedToken(header: string | undefined, current: string, previous: string | undefined) {
+  const presented = digest(header?.startsWith('Bearer ') ? header.slice(7) : '');
+  const isCurrent = timingSafeEqual(presented, digest(current));
+  const isPrevious = timingSafeEqual(presented, digest(previous ?? current)) && previous !== undefined;
+  return isCurrent ? 'current' : isPrevious ? 'previous' : undefined;
 }
 
 function publicMember(member: Member) {
@@ -56,7 +68,13 @@ export function registerAdmin(app: FastifyInstance, options: AdminOptions): void
 
   app.register(async (admin) => {
     admin.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
-      if (!tokenMatches(request.headers.authorization, options.adminToken)) {
+      const token = presentedToken(
+        request.headers.authorization,
+        options.adminToken,
+        options.adminTokenPrevious,
+      );
+      if (token === 'previous') options.onPreviousTokenUsed(request);
+      if (token === undefined) {
         return reply.code(401).header('www-authenticate', 'Bearer').send({
           error: 'unauthorized',
           message: 'admin endpoints need Authorization: Bearer <admin token>',

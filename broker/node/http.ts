@@ -72,8 +72,20 @@ export async function createHttp(options: HttpOptions): Promise<FastifyInstance>
   });
   registerHook(app, modules.presence, modules.limits, metrics);
   app.get('/flags', async () => ({ node: config.nodeId, ...options.flags.report() }));
+  if (config.adminTokenPrevious !== undefined)
+    log.warn('ADMIN_TOKEN_PREVIOUS is set: the retiring admin token is accepted until it is removed');
   registerAdmin(app, {
     adminToken: config.adminToken,
+    adminTokenPrevious: config.adminTokenPrevious,
+    // Each use is counted and logged with its route, so the operator finishing a rotation sees which
+    // client still sends the old token, and when none does.
+    onPreviousTokenUsed: (request) => {
+      metrics.adminPreviousTokenUses.inc();
+      log.warn(
+        { method: request.method, url: request.url, remote: request.ip },
+        'admin request authorised by ADMIN_TOKEN_PREVIOUS: switch this client to ADMIN_TOKEN',
+      );
+    },
     directory: options.directory,
     pool,
     // Here at once, and on every other node of the mesh over the bus (the revoked member may be

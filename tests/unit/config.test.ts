@@ -25,11 +25,20 @@ describe('broker configuration', () => {
       redisUrl: 'redis://127.0.0.1:6379',
     });
     expect(config.nodeId).toMatch(/-9000$/);
+    expect(config.adminTokenPrevious).toBeUndefined();
+  });
+
+  it('accepts a retiring admin token during a rotation', () => {
+    const config = loadConfig({ ...base, ADMIN_TOKEN_PREVIOUS: 'the-retiring-admin-token' });
+    expect(config.adminTokenPrevious).toBe('the-retiring-admin-token');
+    expect(loadConfig({ ...base, ADMIN_TOKEN_PREVIOUS: '' }).adminTokenPrevious).toBeUndefined();
   });
 
   it.each([
     [{ ADMIN_TOKEN: '' }, 'ADMIN_TOKEN', 'is required'],
     [{ ADMIN_TOKEN: 'short' }, 'ADMIN_TOKEN', 'at least 16'],
+    [{ ADMIN_TOKEN_PREVIOUS: 'short' }, 'ADMIN_TOKEN_PREVIOUS', 'at least 16'],
+    [{ ADMIN_TOKEN_PREVIOUS: base.ADMIN_TOKEN }, 'ADMIN_TOKEN_PREVIOUS', 'the same as ADMIN_TOKEN'],
     [{ PORT: 'eighty' }, 'PORT', 'whole number'],
     [{ PORT: '70000' }, 'PORT', 'between 0 and 65535'],
     [{ DATABASE_URL: 'not a url' }, 'DATABASE_URL', 'is not a URL'],
