@@ -8,15 +8,75 @@ export class UsageError extends Error {
   }
 }
 
-type OptionSpec = Record<string, { type: 'string' | 'boolean'; short?: string }>;
+/**
+ * One option of a command: how it parses and how its help describes it. `value` names its argument in the
+ * help (`--phase N`); `help` says what it does. The parser and the help read the same object, so the usage
+ * cannot list an option the parser refuses, nor leave out one it takes.
+ */
+export interface OptionHelp {
+  type: 'string' | 'boolean';
+  short?: string;
+  value?: string;
+  help: string;
+}
+
+export type OptionSpec = Record<string, OptionHelp>;
+
+/** A command as main.ts runs it: its options (parsed before `run` sees them) and its help. */
+export interface Command<O extends OptionSpec = OptionSpec> {
+  /** How it is called, one line per form (`flags set KEY on|off --env E`), without the `workbench `. */
+  synopsis: string[];
+  /** What it does and how it ends (exit codes), a few lines. */
+  about: string;
+  options: O;
+  /**
+   * With `--json`, its errors too are JSON on stdout (`{"error": "…"}`, same exit codes), so a script
+   * reading its output always reads JSON.
+   */
+  jsonErrors?: boolean;
+  run(parsed: Parsed<O>): Promise<number | undefined>;
+}
+
+export type Parsed<O extends OptionSpec> = ReturnType<
+  typeof parseArgs<{ args: string[]; options: O; allowPositionals: true; strict: true }>
+>;
+
+/** Types a command's `run` against its own options (one source of truth for both). */
+export function defineCommand<O extends OptionSpec>(command: Command<O>): Command<O> {
+  return command;
+}
 
 /** Strict parsing: an unknown option or a missing value is a UsageError, never silently ignored. */
-export function parse<O extends OptionSpec>(argv: string[], options: O) {
+export function parse<O extends OptionSpec>(argv: string[], options: O): Parsed<O> {
   try {
     return parseArgs({ args: argv, options, allowPositionals: true, strict: true });
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
+}
+
+/** Whether one of `names` is among the arguments before a `--` (after it, arguments are values). */
+export function given(argv: string[], ...names: string[]): boolean {
+  const end = argv.indexOf('--');
+  return (end === -1 ? argv : argv.slice(0, end)).some((arg) => names.includes(arg));
+}
+
+/** `--help` or `-h` among the arguments: the command's help instead of running it. */
+export function wantsHelp(argv: string[]): boolean {
+  return given(argv, '--help', '-h');
+}
+
+/** A command's help: its forms, what it does, and every option it takes (from the parser's own spec). */
+export function helpText(name: string, command: Command): string {
+  const forms = command.synopsis.map((form, i) => `${i === 0 ? 'usage: ' : '       '}workbench ${form}`);
+  const entries = Object.entries(command.options).map(([option, spec]) => {
+    const short = spec.short ? `-${spec.short}, ` : '';
+    return [`${short}--${option}${spec.value ? ` ${spec.value}` : ''}`, spec.help] as const;
+  });
+  entries.push(['-h, --help', `this help (also: workbench help ${name})`]);
+  const width = Math.max(...entries.map(([left]) => left.length)) + 2;
+  const lines = entries.map(([left, help]) => `  ${left.padEnd(width)}${help}`);
+  return `${forms.join('\n')}\n\n${command.about}\n\noptions:\n${lines.join('\n')}`;
 }
 
 export function positiveInt(name: string, value: string | undefined, fallback: number): number {

@@ -1,113 +1,78 @@
 #!/usr/bin/env node
 /**
- * The `workbench` command. Each subcommand lives in its own module; this file only dispatches and turns
- * errors into messages and exit codes (1: the command failed, 2: it was called wrongly).
+ * The `workbench` command. It knows each command by name, summary and loader (cli/registry.ts): a
+ * command's module (with its imports: pg, ioredis, fastify…) is imported only when that command runs or its
+ * help is asked for, so `workbench --help` loads next to nothing and a flip loads only what flipping needs. Each module exports its options and help text together (cli/args.ts `defineCommand`);
+ * main parses the options from that spec before the command sees them, so the help cannot drift from the
+ * parser. Errors become messages and exit codes (1: the command failed, 2: it was called wrongly).
  */
-import { ConfigError } from '../broker/config.js';
-import { UsageError } from './args.js';
-import { auditCommand } from './commands/audit.js';
-import { brokerCommand } from './commands/broker.js';
-import { chaosCommand } from './commands/chaos.js';
-import { downCommand, nodeCommand, upCommand } from './commands/cluster.js';
-import { consoleCommand } from './commands/console.js';
-import { flagsCommand } from './commands/flags.js';
-import { fuzzCommand } from './commands/fuzz.js';
-import { loadCommand } from './commands/load.js';
-import { meshCommand } from './commands/mesh.js';
-import { migrateCommand } from './commands/migrate.js';
-import { promoteCommand, rollbackCommand } from './commands/promote.js';
-import { smokeCommand } from './commands/smoke.js';
-import { statusCommand } from './commands/status.js';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { packageRoot } from '../broker/paths.js';
+import { given, helpText, parse, UsageError, wantsHelp } from './args.js';
+import { COMMANDS } from './registry.js';
 
+const width = Math.max(...Object.keys(COMMANDS).map((name) => name.length)) + 2;
 const USAGE = `usage: workbench <command> [options]
 
 commands:
-  up [--phase N] [--nodes K] [--port P] [--lb haproxy|traefik]
-                                  start a local cluster of phase N (default 3): brokers behind Traefik
-                                  (when a traefik binary is on PATH) or HAProxy
-  down                            stop the local cluster started here
-  node kill|stop|start ID         crash (SIGKILL), drain (SIGTERM) or restart one node of the local cluster
-  promote --env E --to N [--require-passed-in S] [--expectations FILE]
-                                  health, smoke, flip to phase N's flags, smoke again; roll back on failure
-  rollback --env E                back to the phase before the last promotion
-  status [--env E] [--json]       nodes, flags, ownership, audit chains; exit 1 if unhealthy
-  console [--port P]              the local cluster's console page on 127.0.0.1 (default port 8090)
-  smoke --phase N [--env E] [--expectations FILE] [--only CHECK,CHECK]
-                                  run the smoke checks; exit 1 if an expectation is not met
-      --env E: environments/E.json in the working directory, else the local cluster (whose
-      environment must then be E); without --env, the local cluster
-  broker                          run one broker node (configured from the environment, see README)
-  migrate [--database-url URL]    create the database if needed and apply the migrations
-  mesh create NAME --members K [--out FILE] [--database-url URL]
-                                  create a mesh with K members and fresh ed25519 keys
-  audit verify [--mesh ID] [--checkpoint FILE] [--json] [--env E | --database-url URL]
-                                  walk every mesh's audit chain from Postgres; exit 1 if one is broken
-                                  (or, with --checkpoint, shorter than or diverging from the checkpoint)
-  audit verify --follow [--checkpoint FILE] [--interval-ms N] [--rescan-ms N] [--metrics-port P] [--host H]
-                                  the independent verifier: follow every chain, findings on its /metrics
-  flags list --env E [--json]     each flag: the provider's value and what every live node acts on
-  flags set KEY on|off --env E [--actor NAME]
-                                  flip a flag (file or Unleash provider), read it back, audit it, push it
-  flags seed --env E --phase N [--actor NAME]
-                                  write phase N's flag preset into E's provider (Unleash: creating missing
-                                  toggles), each flag read back and each change audited
-      provider options: --provider file|unleash, --flags-dir DIR, --unleash-url URL,
-      --unleash-token T, --unleash-environment NAME (default: development)
-  load [--url URL | --nodes URL,URL] [--peers N] [--meshes M] [--dm-rate R] [--broadcast-rate R]
-       [--stream-rate R] [--duration 30s] [--max-messages N] [--drain 5s] [--admin-token T] [--json]
-                                  synthetic peers with a delivery checker; exit 1 if a message was
-                                  lost, duplicated or reordered
-  fuzz [--url URL --admin-token T] [--seed S] [--frames N] [--requests N] [--json]
-       [--abuse amplification,slow-reader,flood|none] [--abuse-seconds 5] [--rss-bound-mib 100]
-                                  seeded bad frames and HTTP requests, then resource abuse, against one
-                                  node; exit 1 on a finding (an answer out of protocol, RSS past the bound)
-  chaos --seed S [--duration 120s] [--faults N] [--json] [--keep]
-                                  a throw-away cluster under load hit by seeded faults; exit 1 if a
-                                  message was lost or duplicated, a chain broke, a schedule or tick repeated`;
+${Object.entries(COMMANDS)
+  .map(([name, { summary }]) => `  ${name.padEnd(width)}${summary}`)
+  .join('\n')}
 
-const commands: Record<string, (argv: string[]) => Promise<number | undefined>> = {
-  broker: brokerCommand,
-  migrate: migrateCommand,
-  mesh: meshCommand,
-  audit: auditCommand,
-  flags: flagsCommand,
-  up: upCommand,
-  smoke: smokeCommand,
-  status: statusCommand,
-  promote: promoteCommand,
-  rollback: rollbackCommand,
-  down: downCommand,
-  node: nodeCommand,
-  load: loadCommand,
-  console: consoleCommand,
-  fuzz: fuzzCommand,
-  chaos: chaosCommand,
-};
+  workbench <command> --help (or workbench help <command>): the command's options
+  workbench --version: the version`;
+
+function version(): string {
+  return (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string })
+    .version;
+}
 
 async function main(argv: string[]): Promise<number> {
-  const [name, ...rest] = argv;
-  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
-    console.log(USAGE);
-    return name === undefined ? 2 : 0;
+  const [first, ...rest] = argv;
+  if (first === undefined) {
+    console.error(USAGE);
+    return 2;
   }
-  const command = commands[name];
-  if (!command) {
+  if (first === '--help' || first === '-h') {
+    console.log(USAGE);
+    return 0;
+  }
+  if (first === '--version' || first === '-V') {
+    console.log(version());
+    return 0;
+  }
+  // `workbench help` and `workbench help CMD`: the same texts as `--help`.
+  const helpOnly = first === 'help';
+  const name = helpOnly ? rest[0] : first;
+  if (helpOnly && name === undefined) {
+    console.log(USAGE);
+    return 0;
+  }
+  const entry = Object.hasOwn(COMMANDS, name!) ? COMMANDS[name!] : undefined;
+  if (!entry) {
     console.error(`workbench: unknown command "${name}"\n\n${USAGE}`);
     return 2;
   }
+  const command = await entry.load();
+  if (helpOnly || wantsHelp(rest)) {
+    console.log(helpText(name!, command));
+    return 0;
+  }
+  const jsonErrors = command.jsonErrors === true && given(rest, '--json');
+  const fail = (code: number, message: string, usage: boolean) => {
+    if (jsonErrors) console.log(JSON.stringify({ error: message, exitCode: code }));
+    else console.error(`workbench ${name}: ${message}${usage ? `\n\n${helpText(name!, command)}` : ''}`);
+    return code;
+  };
   try {
-    return (await command(rest)) ?? 0;
+    return (await command.run(parse(rest, command.options))) ?? 0;
   } catch (error) {
-    if (error instanceof UsageError) {
-      console.error(`workbench ${name}: ${error.message}\n\n${USAGE}`);
-      return 2;
-    }
-    if (error instanceof ConfigError) {
-      console.error(`workbench ${name}: configuration error: ${error.message}`);
-      return 2;
-    }
-    console.error(`workbench ${name}: ${(error as Error).message}`);
-    return 1;
+    if (error instanceof UsageError) return fail(2, error.message, true);
+    // Loaded only on this path: nothing else in main needs the broker's configuration module.
+    const { ConfigError } = await import('../broker/config.js');
+    if (error instanceof ConfigError) return fail(2, `configuration error: ${error.message}`, false);
+    return fail(1, (error as Error).message, false);
   }
 }
 

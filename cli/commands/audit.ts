@@ -1,4 +1,4 @@
-import { parse, portOption, positiveInt, UsageError } from '../args.js';
+import { defineCommand, type OptionSpec, type Parsed, portOption, positiveInt, UsageError } from '../args.js';
 import { databaseUrlFor } from '../database.js';
 import { environmentDatabaseUrl } from '../environments/environment.js';
 import { CheckpointError } from '../verifier/checkpoint.js';
@@ -12,19 +12,56 @@ import { runVerifier } from '../verifier/run.js';
  * (cli/verifier/): incremental passes every `--interval-ms`, a full rescan every `--rescan-ms`, findings
  * on its own /metrics. A checkpoint file that cannot be used exits 2 and changes nothing.
  */
-export async function auditCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parse(argv, {
-    mesh: { type: 'string' },
-    json: { type: 'boolean' },
-    'database-url': { type: 'string' },
-    env: { type: 'string' },
-    checkpoint: { type: 'string' },
-    follow: { type: 'boolean' },
-    'interval-ms': { type: 'string' },
-    'rescan-ms': { type: 'string' },
-    'metrics-port': { type: 'string' },
-    host: { type: 'string' },
-  });
+const OPTIONS = {
+  mesh: { type: 'string', value: 'ID', help: 'only this mesh (its UUID)' },
+  json: { type: 'boolean', help: 'one JSON document instead of lines (not with --follow)' },
+  'database-url': {
+    type: 'string',
+    value: 'URL',
+    help: "the database (default: DATABASE_URL, the local cluster's)",
+  },
+  env: {
+    type: 'string',
+    value: 'E',
+    help: "environment E's database (environments/E.json or the local cluster)",
+  },
+  checkpoint: {
+    type: 'string',
+    value: 'FILE',
+    help: 'a checkpoint the chains must still hold (and, with --follow, keep)',
+  },
+  follow: { type: 'boolean', help: 'keep verifying as the independent verifier process' },
+  'interval-ms': {
+    type: 'string',
+    value: 'N',
+    help: 'with --follow: an incremental pass every N ms (default 1000)',
+  },
+  'rescan-ms': {
+    type: 'string',
+    value: 'N',
+    help: 'with --follow: a full rescan every N ms (default 300000)',
+  },
+  'metrics-port': {
+    type: 'string',
+    value: 'P',
+    help: 'with --follow: the /metrics port (default 9464; 0 picks one)',
+  },
+  host: { type: 'string', value: 'H', help: 'with --follow: the /metrics address (default 127.0.0.1)' },
+} as const satisfies OptionSpec;
+
+export const auditCommand = defineCommand({
+  synopsis: [
+    'audit verify [--mesh ID] [--checkpoint FILE] [--json] [--env E | --database-url URL]',
+    'audit verify --follow [--checkpoint FILE] [--interval-ms N] [--rescan-ms N] [--metrics-port P] [--host H]',
+  ],
+  about: `Walks every mesh's audit chain straight from Postgres; exit 1 if one is broken (or, with --checkpoint,
+shorter than or diverging from the checkpoint). With --follow: the independent verifier, following every
+chain, its findings on its /metrics. A checkpoint file that cannot be used exits 2 and changes nothing.`,
+  options: OPTIONS,
+  run: runAuditCommand,
+});
+
+async function runAuditCommand({ values, positionals }: Parsed<typeof OPTIONS>): Promise<number> {
   const [action, ...extra] = positionals;
   if (action !== 'verify') throw new UsageError(`unknown audit action "${action ?? ''}" (expected "verify")`);
   if (extra.length > 0) throw new UsageError(`unexpected argument "${extra[0]}"`);

@@ -2,7 +2,7 @@ import { type BrokerNode, StartupError, startBroker } from '../../broker/app.js'
 import { loadConfig } from '../../broker/config.js';
 import { createLogger } from '../../broker/log.js';
 import { installCrashPolicy } from '../../broker/node/crash-policy.js';
-import { parse } from '../args.js';
+import { defineCommand, type OptionSpec, type Parsed } from '../args.js';
 
 /** Hard limit on a drain: past it the process exits even if something hangs. */
 const EXIT_DEADLINE_MS = 10_000;
@@ -19,8 +19,17 @@ const FAILED_START_EXIT_MS = 2000;
  * kernel delivers no signal the process has no handler for, so a node still waiting for Postgres would
  * otherwise ignore `docker stop` until it is killed.
  */
-export async function brokerCommand(argv: string[]): Promise<number | undefined> {
-  parse(argv, {});
+const OPTIONS = {} as const satisfies OptionSpec;
+
+export const brokerCommand = defineCommand({
+  synopsis: ['broker'],
+  about: `One broker node, configured from the environment (README: PORT, DATABASE_URL, ADMIN_TOKEN, NODE_ID, …).
+SIGTERM or SIGINT drains it; exit 2 on bad configuration, naming the variable.`,
+  options: OPTIONS,
+  run: runBrokerCommand,
+});
+
+async function runBrokerCommand(_parsed: Parsed<typeof OPTIONS>): Promise<number | undefined> {
   const config = loadConfig();
   const log = createLogger(config.nodeId, config.logLevel);
   let node: BrokerNode | undefined;

@@ -4,18 +4,35 @@
  * one line per property. Exit 0 when every property holds, 1 on a violation (or a run that could not be
  * made), 2 when called wrongly. The same seed gives the same faults at the same times on the same nodes.
  */
-import { durationOption, parse, UsageError } from '../args.js';
+import { defineCommand, durationOption, type OptionSpec, type Parsed, UsageError } from '../args.js';
 import { defaultFaultCount, maxFaults } from '../chaos/faults.js';
 import { type ChaosReport, planFor, runChaos } from '../chaos/run.js';
 
-export async function chaosCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parse(argv, {
-    seed: { type: 'string' },
-    duration: { type: 'string' },
-    faults: { type: 'string' },
-    json: { type: 'boolean' },
-    keep: { type: 'boolean' },
-  });
+const OPTIONS = {
+  seed: {
+    type: 'string',
+    value: 'S',
+    help: "the fault schedule's seed (required; a whole number below 1e9)",
+  },
+  duration: { type: 'string', value: 'D', help: 'how long the run lasts (30s to 24h; default 120s)' },
+  faults: {
+    type: 'string',
+    value: 'N',
+    help: 'how many faults (default: by duration; each needs 6 s to recover)',
+  },
+  json: { type: 'boolean', help: 'the report as one JSON document' },
+  keep: { type: 'boolean', help: 'keep the cluster, its database and logs afterwards' },
+} as const satisfies OptionSpec;
+
+export const chaosCommand = defineCommand({
+  synopsis: ['chaos --seed S [--duration 120s] [--faults N] [--json] [--keep]'],
+  about: `A throw-away cluster under load hit by seeded faults; exit 1 if a message was lost or duplicated, a chain
+broke, a schedule or tick repeated. The same seed gives the same faults at the same times.`,
+  options: OPTIONS,
+  run: runChaosCommand,
+});
+
+async function runChaosCommand({ values, positionals }: Parsed<typeof OPTIONS>): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
   if (values.seed === undefined) throw new UsageError('--seed S is required (a whole number below 1e9)');
   if (!/^\d{1,9}$/.test(values.seed)) throw new UsageError('--seed must be a whole number below 1e9');

@@ -12,7 +12,7 @@ import { relative } from 'node:path';
 import { Redis } from 'ioredis';
 import { createPool } from '../../broker/db/pool.js';
 import { fileFlagsAccess } from '../../flags/access.js';
-import { parse, portOption, UsageError } from '../args.js';
+import { defineCommand, type OptionSpec, type Parsed, portOption, UsageError } from '../args.js';
 import { readCluster } from '../cluster/local.js';
 import { flipFlag } from '../console/flag-flip.js';
 import { startConsoleServer } from '../console/server.js';
@@ -21,8 +21,19 @@ import { consoleUrlFile, removeConsoleUrl, writeConsoleUrl } from '../console/ur
 
 export const DEFAULT_CONSOLE_PORT = 8090;
 
-export async function consoleCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parse(argv, { port: { type: 'string' } });
+const OPTIONS = {
+  port: { type: 'string', value: 'P', help: 'the port (default 8090; 0 picks a free one)' },
+} as const satisfies OptionSpec;
+
+export const consoleCommand = defineCommand({
+  synopsis: ['console [--port P]'],
+  about: `The local cluster's console page on 127.0.0.1 until SIGTERM/SIGINT; its URL (with its key) goes to
+.workbench/console.url.`,
+  options: OPTIONS,
+  run: runConsoleCommand,
+});
+
+async function runConsoleCommand({ values, positionals }: Parsed<typeof OPTIONS>): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
   const port = portOption('--port', values.port, DEFAULT_CONSOLE_PORT);
   const cluster = readCluster();

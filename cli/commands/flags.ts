@@ -12,37 +12,91 @@ import { createPool, type Pool } from '../../broker/db/pool.js';
 import { packageRoot } from '../../broker/paths.js';
 import { type FlagsAccess, fileFlagsAccess, unleashFlagsAccess } from '../../flags/access.js';
 import { changeFlag } from '../../flags/changes.js';
-import { defaultFlagsDir, readFlagsFile } from '../../flags/file-store.js';
-import { pushRefreshOnce } from '../../flags/refresh-bus.js';
+import { defaultFlagsDir, flagsFile, readFlagsFile } from '../../flags/file-store.js';
 import { FLAG_KEYS, FLAGS, type FlagValues, isFlagKey } from '../../flags/registry.js';
 import { UnknownUnleashEnvironmentError, type UnleashAdminOptions } from '../../flags/unleash-admin.js';
-import { parse, UsageError } from '../args.js';
+import { defineCommand, type OptionSpec, type Parsed, UsageError } from '../args.js';
 import { clusterFlagsDir, databaseUrlFor, redisFor } from '../database.js';
-import { loadEnvironmentFile } from '../environments/environment.js';
 
 const OPTIONS = {
-  env: { type: 'string' },
-  provider: { type: 'string' },
-  'flags-dir': { type: 'string' },
-  'unleash-url': { type: 'string' },
-  'unleash-token': { type: 'string' },
-  'unleash-environment': { type: 'string' },
-  phase: { type: 'string' },
-  actor: { type: 'string' },
-  json: { type: 'boolean' },
-  'database-url': { type: 'string' },
-  'redis-url': { type: 'string' },
-} as const;
+  env: {
+    type: 'string',
+    value: 'E',
+    help: 'the environment (required): environments/E.json, else the options below',
+  },
+  provider: {
+    type: 'string',
+    value: 'file|unleash',
+    help: 'the flag provider (default: FLAGS_PROVIDER, else file)',
+  },
+  'flags-dir': {
+    type: 'string',
+    value: 'DIR',
+    help: "the file provider's folder (default: FLAGS_DIR, the local cluster's, flags/environments)",
+  },
+  'unleash-url': { type: 'string', value: 'URL', help: "Unleash's URL (default: UNLEASH_URL)" },
+  'unleash-token': {
+    type: 'string',
+    value: 'T',
+    help: "Unleash's admin token (default: UNLEASH_ADMIN_TOKEN)",
+  },
+  'unleash-environment': {
+    type: 'string',
+    value: 'NAME',
+    help: 'the Unleash environment (default: UNLEASH_ENVIRONMENT, else development)',
+  },
+  phase: { type: 'string', value: 'N', help: 'seed: the phase whose preset to write (required for seed)' },
+  actor: {
+    type: 'string',
+    value: 'NAME',
+    help: 'set, seed: who changes it, as audited (default: WORKBENCH_ACTOR, the user)',
+  },
+  json: { type: 'boolean', help: 'list: one JSON document instead of the table' },
+  'database-url': {
+    type: 'string',
+    value: 'URL',
+    help: "the audit database (default: DATABASE_URL, the local cluster's)",
+  },
+  'redis-url': {
+    type: 'string',
+    value: 'URL',
+    help: 'where "refresh now" is pushed (default: REDIS_URL, the local cluster\'s)',
+  },
+} as const satisfies OptionSpec;
 
-type Values = ReturnType<typeof parse<typeof OPTIONS>>['values'];
+export const flagsCommand = defineCommand({
+  synopsis: [
+    'flags list --env E [--json]',
+    'flags set KEY on|off --env E [--actor NAME]',
+    'flags seed --env E --phase N [--actor NAME]',
+  ],
+  about: `list: each flag, the provider's value and what every live node acts on.
+set: flip a flag (file or Unleash provider), read it back, audit it, push "refresh now" to the nodes.
+seed: write phase N's flag preset into E's provider (Unleash: creating missing toggles), each flag read
+back and each change audited. Exit 2 on a wrong call (an unknown flag, environment or phase), writing nothing.`,
+  options: OPTIONS,
+  run: runFlagsCommand,
+});
 
-function providerFor(values: Values, environment: string, fallbackKind = 'file'): FlagsAccess {
+type Values = Parsed<typeof OPTIONS>['values'];
+
+async function providerFor(values: Values, environment: string, fallbackKind = 'file'): Promise<FlagsAccess> {
   const kind = values.provider ?? process.env.FLAGS_PROVIDER ?? fallbackKind;
   if (kind === 'file') {
-    return fileFlagsAccess(
-      values['flags-dir'] ?? process.env.FLAGS_DIR ?? clusterFlagsDir() ?? defaultFlagsDir(),
-      environment,
-    );
+    const dir = values['flags-dir'] ?? process.env.FLAGS_DIR ?? clusterFlagsDir() ?? defaultFlagsDir();
+    if (!existsSync(flagsFile(dir, environment))) {
+      // A wrong --env, most likely: say which environments there are (the message's module loads only here).
+      const { knownEnvironmentsLine } = await import('../environments/environment.js');
+      const inDir = existsSync(dir)
+        ? readdirSync(dir)
+            .filter((file) => file.endsWith('.json'))
+            .map((file) => file.slice(0, -'.json'.length))
+        : [];
+      throw new UsageError(
+        `no environment "${environment}": no environments/${environment}.json here, and the file provider has no ${flagsFile(dir, environment)} (${knownEnvironmentsLine()}; flags files in ${dir}: ${inDir.join(', ') || 'none'})`,
+      );
+    }
+    return fileFlagsAccess(dir, environment);
   }
   if (kind !== 'unleash') throw new UsageError(`--provider must be "file" or "unleash", got "${kind}"`);
   const url = values['unleash-url'] ?? process.env.UNLEASH_URL;
@@ -59,9 +113,12 @@ function providerFor(values: Values, environment: string, fallbackKind = 'file')
  * Where an environment's flags, audit and push go: its `environments/E.json` when there is one (its provider,
  * database and Redis), else the options, the variables and the local cluster as before.
  */
-function accessFor(values: Values, environment: string, fallbackKind = 'file') {
+async function accessFor(values: Values, environment: string, fallbackKind = 'file') {
   const file = join(process.cwd(), 'environments', `${environment}.json`);
   if (existsSync(file)) {
+    // Loaded only here: the environment module (zod, the local cluster's code) is most of what a flip
+    // would otherwise load before it starts.
+    const { loadEnvironmentFile } = await import('../environments/environment.js');
     const described = loadEnvironmentFile(file, environment);
     return {
       provider: described.flags,
@@ -70,14 +127,13 @@ function accessFor(values: Values, environment: string, fallbackKind = 'file') {
     };
   }
   return {
-    provider: providerFor(values, environment, fallbackKind),
+    provider: await providerFor(values, environment, fallbackKind),
     databaseUrl: databaseUrlFor(values['database-url']),
     push: (({ url, keyPrefix }) => ({ redisUrl: url, keyPrefix }))(redisFor(values['redis-url'])),
   };
 }
 
-export async function flagsCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parse(argv, OPTIONS);
+async function runFlagsCommand({ values, positionals }: Parsed<typeof OPTIONS>): Promise<number> {
   const [action, ...rest] = positionals;
   const environment = values.env;
   if (action !== 'list' && action !== 'set' && action !== 'seed')
@@ -94,6 +150,19 @@ export async function flagsCommand(argv: string[]): Promise<number> {
     if (error instanceof UnknownUnleashEnvironmentError) throw new UsageError(error.message);
     throw error;
   }
+}
+
+/**
+ * "Refresh now" to the environment's nodes. ioredis is loaded here, not at start: it is the largest
+ * import of the command, and `flags list` never pushes.
+ */
+async function pushRefresh(
+  push: { redisUrl: string; keyPrefix: string },
+  environment: string,
+  reason: object,
+): Promise<number | undefined> {
+  const { pushRefreshOnce } = await import('../../flags/refresh-bus.js');
+  return pushRefreshOnce(push, environment, reason);
 }
 
 function pushedLine(push: unknown, nodes: number | undefined, environment: string): string {
@@ -116,7 +185,7 @@ async function set(values: Values, environment: string, args: string[]): Promise
   if (state !== 'on' && state !== 'off')
     throw new UsageError(`flag value must be "on" or "off", got "${state}"`);
   const on = state === 'on';
-  const { provider, databaseUrl, push } = accessFor(values, environment);
+  const { provider, databaseUrl, push } = await accessFor(values, environment);
 
   const pool = createPool(databaseUrl, {
     max: 2,
@@ -125,7 +194,7 @@ async function set(values: Values, environment: string, args: string[]): Promise
   try {
     const actor = actorOf(values);
     const { changed, from } = await changeFlag(pool, provider, { environment, flag: key, value: on, actor });
-    const nodes = push ? await pushRefreshOnce(push, environment, { flag: key, value: on }) : undefined;
+    const nodes = push ? await pushRefresh(push, environment, { flag: key, value: on }) : undefined;
     const pushed = pushedLine(push, nodes, environment);
     console.log(
       changed
@@ -177,7 +246,7 @@ async function seed(values: Values, environment: string, args: string[]): Promis
     );
   if (!hasFile && (values.provider ?? 'unleash') !== 'unleash')
     throw new UsageError('flags seed writes Unleash: --provider must be "unleash" (or left out)');
-  const { provider, databaseUrl, push } = accessFor(values, environment, 'unleash');
+  const { provider, databaseUrl, push } = await accessFor(values, environment, 'unleash');
   if (provider.kind !== 'unleash')
     throw new UsageError(
       `environment "${environment}" uses the file provider (${provider.describe}); seed writes Unleash`,
@@ -195,7 +264,7 @@ async function seed(values: Values, environment: string, args: string[]): Promis
       const show = (on: boolean) => (on ? 'on' : 'off');
       console.log(changed ? `${flag}: ${show(from)} → ${show(value)}` : `${flag}: ${show(value)} (already)`);
     }
-    const nodes = push ? await pushRefreshOnce(push, environment, { phase: preset.phase }) : undefined;
+    const nodes = push ? await pushRefresh(push, environment, { phase: preset.phase }) : undefined;
     console.log(
       `seeded phase ${preset.phase}'s preset into ${provider.describe} for ${environment}: ${changes} change${changes === 1 ? '' : 's'} audited as ${actor}; ${pushedLine(push, nodes, environment)}`,
     );
@@ -227,7 +296,7 @@ interface NodeRow {
 
 async function list(values: Values, environment: string, args: string[]): Promise<number> {
   if (args.length > 0) throw new UsageError(`unexpected argument "${args[0]}"`);
-  const access = accessFor(values, environment);
+  const access = await accessFor(values, environment);
   const desired = await access.provider.read();
   const pool = createPool(access.databaseUrl, {
     max: 2,

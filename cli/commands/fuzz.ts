@@ -6,24 +6,48 @@
  * node's memory while good peers keep being served. Prints the seed, what was sent and every finding;
  * exits 1 when there is one. The same seed sends the same frames: a finding is replayed with `--seed`.
  */
-import { generateMemberKeys, type MemberKeys } from '../../client/keys.js';
-import { parse, positiveInt, UsageError } from '../args.js';
+import { generateMemberKeys, type MemberKeys } from '@mesh-broker/sdk';
+import { defineCommand, type OptionSpec, type Parsed, positiveInt, UsageError } from '../args.js';
 import { readCluster } from '../cluster/local.js';
 import { ABUSE_CASES, type AbuseCase, type AbuseResult, runAbuseCases } from '../fuzz/abuse.js';
 import { runFuzz } from '../fuzz/run.js';
 
-export async function fuzzCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parse(argv, {
-    url: { type: 'string' },
-    'admin-token': { type: 'string' },
-    seed: { type: 'string' },
-    frames: { type: 'string' },
-    requests: { type: 'string' },
-    abuse: { type: 'string' },
-    'abuse-seconds': { type: 'string' },
-    'rss-bound-mib': { type: 'string' },
-    json: { type: 'boolean' },
-  });
+const OPTIONS = {
+  url: { type: 'string', value: 'URL', help: "the node (default: the local cluster's first node)" },
+  'admin-token': {
+    type: 'string',
+    value: 'T',
+    help: "its admin token (default: ADMIN_TOKEN, the local cluster's)",
+  },
+  seed: {
+    type: 'string',
+    value: 'S',
+    help: 'the seed (default: random, printed); the same seed sends the same frames',
+  },
+  frames: { type: 'string', value: 'N', help: 'bad WebSocket frames to send (default 2000)' },
+  requests: { type: 'string', value: 'N', help: 'bad HTTP requests to send (default 200)' },
+  abuse: {
+    type: 'string',
+    value: 'CASES',
+    help: 'resource-abuse cases, comma-separated, or none (default: all)',
+  },
+  'abuse-seconds': { type: 'string', value: 'N', help: 'seconds per abuse case (default 5)' },
+  'rss-bound-mib': { type: 'string', value: 'N', help: "the node's RSS growth bound in MiB (default 100)" },
+  json: { type: 'boolean', help: 'the report as one JSON document' },
+} as const satisfies OptionSpec;
+
+export const fuzzCommand = defineCommand({
+  synopsis: [
+    'fuzz [--url URL --admin-token T] [--seed S] [--frames N] [--requests N] [--json]',
+    '     [--abuse amplification,slow-reader,flood|none] [--abuse-seconds 5] [--rss-bound-mib 100]',
+  ],
+  about: `Seeded bad frames and HTTP requests, then resource abuse, against one node (default: the local cluster's
+first); exit 1 on a finding (an answer out of protocol, RSS past the bound).`,
+  options: OPTIONS,
+  run: runFuzzCommand,
+});
+
+async function runFuzzCommand({ values, positionals }: Parsed<typeof OPTIONS>): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
   if (values.seed !== undefined && !/^\d{1,9}$/.test(values.seed))
     throw new UsageError('--seed must be a whole number below 1e9');

@@ -4,7 +4,7 @@
  * after SDK dedup, in each sender's order. Prints one summary line (or `--json`); exits 1 when anything was
  * lost, duplicated or reordered, 2 when called wrongly (before anything is created).
  */
-import { durationOption, parse, UsageError } from '../args.js';
+import { defineCommand, durationOption, type OptionSpec, type Parsed, UsageError } from '../args.js';
 import { DeliveryChecker, type Kind } from '../load/checker.js';
 import { generateLoad } from '../load/generator.js';
 import { buildReport, summaryLine } from '../load/report.js';
@@ -25,22 +25,46 @@ function wholeInRange(name: string, value: string | undefined, fallback: number,
   return Number(value);
 }
 
-export async function loadCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parse(argv, {
-    url: { type: 'string' },
-    nodes: { type: 'string' },
-    'admin-url': { type: 'string' },
-    'admin-token': { type: 'string' },
-    peers: { type: 'string' },
-    meshes: { type: 'string' },
-    'dm-rate': { type: 'string' },
-    'broadcast-rate': { type: 'string' },
-    'stream-rate': { type: 'string' },
-    duration: { type: 'string' },
-    'max-messages': { type: 'string' },
-    drain: { type: 'string' },
-    json: { type: 'boolean' },
-  });
+const OPTIONS = {
+  url: { type: 'string', value: 'URL', help: 'one URL the peers connect to (e.g. the load balancer)' },
+  nodes: {
+    type: 'string',
+    value: 'URL,URL',
+    help: 'nodes to spread the peers over (peer i on node i mod K)',
+  },
+  'admin-url': {
+    type: 'string',
+    value: 'URL',
+    help: 'where the meshes are created (default: the first target)',
+  },
+  'admin-token': {
+    type: 'string',
+    value: 'T',
+    help: "the admin token (default: ADMIN_TOKEN, the local cluster's)",
+  },
+  peers: { type: 'string', value: 'N', help: 'peers in all (default 20)' },
+  meshes: { type: 'string', value: 'M', help: 'meshes (default 2; at least 2 peers each)' },
+  'dm-rate': { type: 'string', value: 'R', help: 'DMs per second over all peers (default 10)' },
+  'broadcast-rate': { type: 'string', value: 'R', help: 'broadcasts per second (default 2)' },
+  'stream-rate': { type: 'string', value: 'R', help: 'stream publishes per second (default 10)' },
+  duration: { type: 'string', value: 'D', help: 'how long to send (default 10s)' },
+  'max-messages': { type: 'string', value: 'N', help: 'stop after this many messages (default 100000)' },
+  drain: { type: 'string', value: 'D', help: 'how long to wait for what is still owed (default 5s)' },
+  json: { type: 'boolean', help: 'the report as one JSON document' },
+} as const satisfies OptionSpec;
+
+export const loadCommand = defineCommand({
+  synopsis: [
+    'load [--url URL | --nodes URL,URL] [--peers N] [--meshes M] [--dm-rate R] [--broadcast-rate R]',
+    '     [--stream-rate R] [--duration 30s] [--max-messages N] [--drain 5s] [--admin-token T] [--json]',
+  ],
+  about: `Synthetic peers over fresh meshes with a delivery checker; exit 1 if a message was lost, duplicated or
+reordered, 2 when called wrongly (before anything is created).`,
+  options: OPTIONS,
+  run: runLoadCommand,
+});
+
+async function runLoadCommand({ values, positionals }: Parsed<typeof OPTIONS>): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
   const peers = wholeInRange('--peers', values.peers, 20, 2, 10_000);
   const meshes = wholeInRange('--meshes', values.meshes, 2, 1, 1000);

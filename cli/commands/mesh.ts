@@ -1,17 +1,29 @@
 import { writeFileSync } from 'node:fs';
+import { generateMemberKeys } from '@mesh-broker/sdk';
 import { createPool } from '../../broker/db/pool.js';
 import { Directory } from '../../broker/identity/directory.js';
-import { generateMemberKeys } from '../../client/keys.js';
-import { parse, positiveInt, UsageError } from '../args.js';
+import { defineCommand, type OptionSpec, type Parsed, positiveInt, UsageError } from '../args.js';
 import { databaseUrlFor } from '../database.js';
 
 /** `workbench mesh create NAME --members K [--out FILE]`: a mesh and K members with fresh keys. */
-export async function meshCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parse(argv, {
-    members: { type: 'string' },
-    out: { type: 'string' },
-    'database-url': { type: 'string' },
-  });
+const OPTIONS = {
+  members: { type: 'string', value: 'K', help: 'how many members (1 to 10000; required)' },
+  out: { type: 'string', value: 'FILE', help: 'write the mesh and its keys there instead of stdout' },
+  'database-url': {
+    type: 'string',
+    value: 'URL',
+    help: "the database (default: DATABASE_URL, the local cluster's)",
+  },
+} as const satisfies OptionSpec;
+
+export const meshCommand = defineCommand({
+  synopsis: ['mesh create NAME --members K [--out FILE] [--database-url URL]'],
+  about: `Creates a mesh with K members and fresh ed25519 keys; prints (or writes, mode 0600) their keys.`,
+  options: OPTIONS,
+  run: runMeshCommand,
+});
+
+async function runMeshCommand({ values, positionals }: Parsed<typeof OPTIONS>): Promise<number> {
   const [action, name, ...extra] = positionals;
   if (action !== 'create') throw new UsageError(`unknown mesh action "${action ?? ''}" (expected "create")`);
   if (!name) throw new UsageError('mesh create needs a NAME');

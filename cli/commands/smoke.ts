@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { packageRoot } from '../../broker/paths.js';
-import { parse, UsageError } from '../args.js';
+import { defineCommand, type OptionSpec, type Parsed, UsageError } from '../args.js';
 import { resolveEnvironment } from '../environments/environment.js';
 import { CHECK_NAMES, type Expectations, formatResult, runSmoke } from '../smoke/run.js';
 
@@ -10,13 +10,33 @@ import { CHECK_NAMES, type Expectations, formatResult, runSmoke } from '../smoke
  * (or only the named ones) against an environment (environments/E.json, or the local cluster) and
  * exits 1 when an outcome does not meet phase N's expectations.
  */
-export async function smokeCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parse(argv, {
-    phase: { type: 'string' },
-    env: { type: 'string' },
-    expectations: { type: 'string' },
-    only: { type: 'string' },
-  });
+const OPTIONS = {
+  phase: { type: 'string', value: 'N', help: "judge the outcomes by phase N's expectations (0-4; required)" },
+  env: { type: 'string', value: 'E', help: 'the environment (default: the local cluster)' },
+  expectations: {
+    type: 'string',
+    value: 'FILE',
+    help: 'expectations other than phases/phaseN/expectations.json',
+  },
+  only: { type: 'string', value: 'CHECK,CHECK', help: 'run only these checks' },
+  json: { type: 'boolean', help: 'JSON lines on stdout: one per check as it finishes, then a summary' },
+  junit: {
+    type: 'string',
+    value: 'FILE',
+    help: 'also write a JUnit XML report there (one testcase per check)',
+  },
+} as const satisfies OptionSpec;
+
+export const smokeCommand = defineCommand({
+  synopsis: ['smoke --phase N [--env E] [--expectations FILE] [--only CHECK,CHECK] [--json] [--junit FILE]'],
+  about: `Runs the smoke checks, printing each as it finishes; exit 1 if an expectation is not met.
+--env E: environments/E.json in the working directory, else the local cluster (whose environment must
+then be E); without --env, the local cluster.`,
+  options: OPTIONS,
+  run: runSmokeCommand,
+});
+
+async function runSmokeCommand({ values, positionals }: Parsed<typeof OPTIONS>): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
   if (values.phase === undefined || !/^[0-4]$/.test(values.phase))
     throw new UsageError('--phase must be 0, 1, 2, 3 or 4');

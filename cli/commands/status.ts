@@ -4,7 +4,7 @@
  * owners, schedule occurrences fired in the last hour, the active lease) and audit chain health.
  */
 import { createPool } from '../../broker/db/pool.js';
-import { parse, UsageError } from '../args.js';
+import { defineCommand, type OptionSpec, type Parsed, UsageError } from '../args.js';
 import { readChains, readOwnership } from '../cluster/ownership.js';
 import { NODE_TIMEOUT_MS, resolveEnvironment } from '../environments/environment.js';
 import { currentPhase } from '../promotion/promote.js';
@@ -14,11 +14,28 @@ interface NodeStatus {
   url: string;
   health: string;
   backgroundWork: string;
-  disagreements: string[];
+  /** Flags it acts on otherwise than desired; null when unknown (the node did not answer). */
+  disagreements: string[] | null;
 }
 
-export async function statusCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parse(argv, { json: { type: 'boolean' }, env: { type: 'string' } });
+const OPTIONS = {
+  env: { type: 'string', value: 'E', help: 'the environment (default: the local cluster)' },
+  json: {
+    type: 'boolean',
+    help: 'one JSON document on stdout, errors included ({"error": …}, exit non-zero)',
+  },
+} as const satisfies OptionSpec;
+
+export const statusCommand = defineCommand({
+  synopsis: ['status [--env E] [--json]'],
+  about: `An environment at a glance: phase, each node (health, background work, flags acted on), ownership and
+audit chains; exit 1 if unhealthy (a node down, a chain broken).`,
+  options: OPTIONS,
+  jsonErrors: true,
+  run: runStatusCommand,
+});
+
+async function runStatusCommand({ values, positionals }: Parsed<typeof OPTIONS>): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
   const environment = resolveEnvironment(values.env);
   const { target } = environment;
@@ -48,7 +65,7 @@ export async function statusCommand(argv: string[]): Promise<number> {
           disagreements,
         };
       } catch {
-        return { id: node.id, url: node.url, health: 'down', backgroundWork: '-', disagreements: [] };
+        return { id: node.id, url: node.url, health: 'down', backgroundWork: '-', disagreements: null };
       }
     }),
   );
@@ -83,9 +100,11 @@ export async function statusCommand(argv: string[]): Promise<number> {
       console.log(`phase ${status.phase} (${status.environment}) behind ${status.loadBalancer}`);
       for (const node of nodes) {
         const flags =
-          node.disagreements.length === 0
-            ? 'flags as desired'
-            : `DISAGREES on ${node.disagreements.join(', ')}`;
+          node.disagreements === null
+            ? 'flags unknown (no answer)'
+            : node.disagreements.length === 0
+              ? 'flags as desired'
+              : `DISAGREES on ${node.disagreements.join(', ')}`;
         console.log(
           `  ${node.id.padEnd(10)} ${node.health.padEnd(11)} background ${node.backgroundWork.padEnd(8)} ${flags}`,
         );

@@ -6,7 +6,7 @@
  * the environment allows it, how to crash, drain and restart a node (the node-failure checks need it).
  */
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { z } from 'zod';
 import { type FlagsAccess, fileFlagsAccess, unleashFlagsAccess } from '../../flags/access.js';
@@ -211,13 +211,40 @@ export function resolveEnvironment(name: string | undefined, cwd = process.cwd()
     throw new Error(
       name === undefined
         ? 'no local cluster here (.workbench/cluster.json): start one with "workbench up", or pass --env E'
-        : `no environment "${name}": neither environments/${name}.json nor a local cluster of that environment here`,
+        : `no environment "${name}": neither environments/${name}.json nor a local cluster of that environment here (${knownEnvironmentsLine(cwd)})`,
     );
   }
   if (name !== undefined && local.name !== name) {
     throw new UsageError(
-      `no environments/${name}.json here, and the local cluster runs environment "${local.name}", not "${name}"`,
+      `no environment "${name}": no environments/${name}.json here, and the local cluster runs environment "${local.name}", not "${name}" (${knownEnvironmentsLine(cwd)})`,
     );
   }
   return local;
+}
+
+/**
+ * The environments `--env` can name from `cwd`: each `environments/*.json` and the local cluster's (its
+ * `flagsEnv`), for the message of a wrong `--env`.
+ */
+export function knownEnvironments(cwd = process.cwd()): { files: string[]; localCluster?: string } {
+  const folder = join(cwd, 'environments');
+  const files = existsSync(folder)
+    ? readdirSync(folder)
+        .filter((file) => file.endsWith('.json') && ENVIRONMENT_NAME.test(file.slice(0, -'.json'.length)))
+        .map((file) => file.slice(0, -'.json'.length))
+        .sort()
+    : [];
+  return { files, localCluster: readCluster(cwd)?.flagsEnv };
+}
+
+/** "environments here: staging, prod (environments/); local (the local cluster)", or that there are none. */
+export function knownEnvironmentsLine(cwd = process.cwd()): string {
+  const { files, localCluster } = knownEnvironments(cwd);
+  const parts = [
+    ...(files.length > 0 ? [`${files.join(', ')} (environments/)`] : []),
+    ...(localCluster ? [`${localCluster} (the local cluster)`] : []),
+  ];
+  return parts.length > 0
+    ? `environments here: ${parts.join('; ')}`
+    : 'no environments/*.json and no local cluster here';
 }
