@@ -15,7 +15,9 @@ ARG NODE_IMAGE=node:24-bookworm-slim
 FROM ${NODE_IMAGE} AS build
 ARG BUILD_CA_CERTS=""
 WORKDIR /src
+# The workspace package (client/, @mesh-broker/sdk): npm ci links it and needs its package.json.
 COPY package.json package-lock.json ./
+COPY client/package.json ./client/
 # No install scripts: compiling needs none (the dev tools' scripts fetch binaries or build optional addons).
 RUN if [ -n "$BUILD_CA_CERTS" ]; then printf '%s\n' "$BUILD_CA_CERTS" >/tmp/build-ca.pem; \
       export NODE_EXTRA_CA_CERTS=/tmp/build-ca.pem; fi \
@@ -34,6 +36,7 @@ FROM ${NODE_IMAGE} AS deps
 ARG BUILD_CA_CERTS=""
 WORKDIR /app
 COPY package.json package-lock.json ./
+COPY client/package.json ./client/
 # The production dependencies have no install scripts.
 RUN if [ -n "$BUILD_CA_CERTS" ]; then printf '%s\n' "$BUILD_CA_CERTS" >/tmp/build-ca.pem; \
       export NODE_EXTRA_CA_CERTS=/tmp/build-ca.pem; fi \
@@ -52,6 +55,9 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /src/dist ./dist
+# The SDK's build, which node_modules/@mesh-broker/sdk links to (the workbench's load, smoke and chaos peers).
+COPY --from=build /src/client/package.json ./client/
+COPY --from=build /src/client/dist ./client/dist
 # Read at run time: migrations (applied at start), the flags files (FLAGS_DIR default), the phases' flag
 # presets and smoke expectations (promote, smoke), the console's static files.
 COPY migrations ./migrations

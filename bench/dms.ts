@@ -13,7 +13,7 @@
  * The open-loop driver is also the load of `retention` (bench/retention.ts).
  */
 import { performance } from 'node:perf_hooks';
-import { MeshClient } from '../client/client.js';
+import { MeshClient } from '@mesh-broker/sdk';
 import { type OurCluster, startOurCluster } from './lib/cluster.js';
 import { cpuMeter, postgresBackends } from './lib/cpu.js';
 import { type CommitFigures, commitCounters, commitFigures } from './lib/metrics.js';

@@ -7,8 +7,8 @@
  * tests (FAST_CLUSTER) on both clusters.
  */
 import { performance } from 'node:perf_hooks';
+import { MeshClient } from '@mesh-broker/sdk';
 import { FAST_CLUSTER } from '../cli/cluster/fast-timings.js';
-import { MeshClient } from '../client/client.js';
 import type { Frame } from '../protocol/frames.js';
 import { type OurCluster, startOurCluster } from './lib/cluster.js';
 import type { Broker } from './lib/processes.js';

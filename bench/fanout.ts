@@ -10,9 +10,9 @@
  * load did to the rate.
  */
 import { performance } from 'node:perf_hooks';
+import { MeshClient } from '@mesh-broker/sdk';
 import { io, type Socket } from 'socket.io-client';
 import WebSocket from 'ws';
-import { MeshClient } from '../client/client.js';
 import type { Frame } from '../protocol/frames.js';
 import { startOurCluster } from './lib/cluster.js';
 import { cpuMeter } from './lib/cpu.js';

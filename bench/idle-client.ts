@@ -7,8 +7,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { signHello } from '@mesh-broker/sdk';
 import WebSocket from 'ws';
-import { signHello } from '../client/keys.js';
 
 const [url, countText, localAddress, plansFile, perPlanText, offsetText] = process.argv.slice(2);
 const count = Number(countText);

@@ -6,9 +6,8 @@
  *   message ids, one delivered to several sessions has one);
  * - clock: a mesh clock at top speed, every tick recorded by an observer session on every node.
  */
-import type { MeshClient as Client } from '../../client/client.js';
-import { MeshClient } from '../../client/client.js';
-import type { MemberKeys } from '../../client/keys.js';
+import type { MeshClient as Client, MemberKeys } from '@mesh-broker/sdk';
+import { MeshClient } from '@mesh-broker/sdk';
 import type { Frame, Message } from '../../protocol/frames.js';
 import { Random } from '../fuzz/random.js';
 import type { DeliveryChecker, Kind } from '../load/checker.js';

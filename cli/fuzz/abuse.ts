@@ -12,9 +12,8 @@
  * node stopped answering /health.
  */
 import { randomUUID } from 'node:crypto';
+import { type MemberKeys, MeshClient, signHello } from '@mesh-broker/sdk';
 import { WebSocket } from 'ws';
-import { MeshClient } from '../../client/client.js';
-import { type MemberKeys, signHello } from '../../client/keys.js';
 import type { Finding } from './run.js';
 
 export const ABUSE_CASES = ['amplification', 'slow-reader', 'flood'] as const;

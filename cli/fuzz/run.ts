@@ -6,8 +6,8 @@
  * (alive, memory, unhandled rejections) is for the caller to watch.
  */
 import { randomUUID } from 'node:crypto';
+import { signHello } from '@mesh-broker/sdk';
 import { WebSocket } from 'ws';
-import { signHello } from '../../client/keys.js';
 import { type BadFrame, badFrames } from './frames.js';
 import { type BadRequest, badRequests } from './http.js';
 import { Random } from './random.js';

@@ -6,7 +6,7 @@
  * (`durationMs`) and count (`maxMessages`); then a bounded drain waits for what is still owed.
  */
 import { performance } from 'node:perf_hooks';
-import { MeshClient, MeshRequestError } from '../../client/client.js';
+import { MeshClient, MeshRequestError } from '@mesh-broker/sdk';
 import type { Frame, Message } from '../../protocol/frames.js';
 import type { Channel, DeliveryChecker, Kind } from './checker.js';
 import type { LoadPeerPlan } from './setup.js';

@@ -4,7 +4,7 @@
  * mesh i mod M.
  */
 import { randomBytes } from 'node:crypto';
-import { generateMemberKeys, type MemberKeys } from '../../client/keys.js';
+import { generateMemberKeys, type MemberKeys } from '@mesh-broker/sdk';
 
 export interface LoadPeerPlan {
   index: number;

@@ -3,7 +3,7 @@
  * the standby of the active lease fires nothing, a watch outlives the session that created it, and the mesh
  * cap and rate limits hold for the cluster, not per node. None of them stops a node.
  */
-import { type MeshClient, MeshRequestError } from '../../client/client.js';
+import { type MeshClient, MeshRequestError } from '@mesh-broker/sdk';
 import type { Frame } from '../../protocol/frames.js';
 import { type Check, CheckFailed, DELIVERY_WAIT_MS, onTwoNodes, watchTarget } from './check.js';
 import {

@@ -6,7 +6,7 @@
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { MeshClient } from '../../client/client.js';
+import type { MeshClient } from '@mesh-broker/sdk';
 import { FLAGS, type FlagKey } from '../../flags/registry.js';
 import { NotApplicable, type SmokeContext, type SmokeMesh } from './context.js';
 

@@ -3,9 +3,8 @@
  * token) and helpers that drive real peers through the SDK, exactly as a user's peers would.
  */
 import { randomBytes } from 'node:crypto';
+import { generateMemberKeys, type MemberKeys, MeshClient } from '@mesh-broker/sdk';
 import { createPool, type Pool } from '../../broker/db/pool.js';
-import { MeshClient } from '../../client/client.js';
-import { generateMemberKeys, type MemberKeys } from '../../client/keys.js';
 
 /** A check that cannot run on this cluster (too few nodes, limits too high to reach): reported as `n/a`. */
 export class NotApplicable extends Error {}

@@ -5,8 +5,7 @@
  * a watch keeps being polled, presence stays whole. Each runs last in the suite and starts the node again
  * when it ends (SmokeContext.close). They are `skipped` where the environment gives no node control.
  */
-import type { MeshClient } from '../../client/client.js';
-import type { MemberKeys } from '../../client/keys.js';
+import type { MemberKeys, MeshClient } from '@mesh-broker/sdk';
 import type { Frame } from '../../protocol/frames.js';
 import { type Check, CheckFailed, DELIVERY_WAIT_MS, onTwoNodes, watchTarget } from './check.js';
 import { eventually, NotApplicable, SkippedByEnvironment } from './context.js';

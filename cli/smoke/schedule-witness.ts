@@ -4,8 +4,7 @@
  * not fail for a delivery gap); a message fired twice has two message ids, a message delivered to several
  * sessions one.
  */
-import type { MeshClient } from '../../client/client.js';
-import type { MemberKeys } from '../../client/keys.js';
+import type { MemberKeys, MeshClient } from '@mesh-broker/sdk';
 import type { Frame } from '../../protocol/frames.js';
 import { CheckFailed } from './check.js';
 import type { SmokeContext, SmokeMesh } from './context.js';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { MeshRequestError } from '@mesh-broker/sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { MeshRequestError } from '../../client/client.js';
 import type { FlagKey } from '../../flags/registry.js';
 import { TestCluster } from '../helpers/cluster.js';
 import { closeAllClients, connectPeer } from '../helpers/mesh.js';

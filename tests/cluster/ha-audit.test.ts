@@ -1,5 +1,5 @@
+import type { MeshClient } from '@mesh-broker/sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { MeshClient } from '../../client/client.js';
 import type { Frame } from '../../protocol/frames.js';
 import { runWorkbench } from '../helpers/cli.js';
 import { TestCluster } from '../helpers/cluster.js';

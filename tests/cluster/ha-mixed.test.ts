@@ -1,5 +1,5 @@
+import type { MeshClient } from '@mesh-broker/sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { MeshClient } from '../../client/client.js';
 import type { Frame } from '../../protocol/frames.js';
 import { HA_PART1_FLAGS, TestCluster } from '../helpers/cluster.js';
 import { helloFrame } from '../helpers/hello.js';

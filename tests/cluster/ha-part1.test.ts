@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import type { MeshClient } from '@mesh-broker/sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { MeshClient } from '../../client/client.js';
 import { HA_PART1_FLAGS, TestCluster } from '../helpers/cluster.js';
 import { helloFrame, rawSession } from '../helpers/hello.js';
 import { closeAllClients, connectPeer } from '../helpers/mesh.js';

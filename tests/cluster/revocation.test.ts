@@ -6,8 +6,8 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { ClientClosed } from '@mesh-broker/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ClientClosed } from '../../client/client.js';
 import { CloseCode } from '../../protocol/errors.js';
 import type { Frame, Message } from '../../protocol/frames.js';
 import { useWorld } from '../contract/harness.js';

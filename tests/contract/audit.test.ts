@@ -10,8 +10,8 @@
  * returns, against the formula of docs/protocol.md § Audit (independent of broker/audit/chain.ts).
  */
 import { createHash } from 'node:crypto';
+import type { MeshClient } from '@mesh-broker/sdk';
 import { describe, expect, it } from 'vitest';
-import type { MeshClient } from '../../client/client.js';
 import type { AuditEntry, AuditVerifyResult, Frame } from '../../protocol/frames.js';
 import type { TestMesh } from '../helpers/mesh.js';
 import { waitFor } from '../helpers/wait.js';

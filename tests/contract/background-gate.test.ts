@@ -9,8 +9,9 @@
  * local scheduler: the shared world keeps `ha.schedules` and `ha.watches` off, so the gate governs them)
  * firing scheduled messages only where the gate says yes.
  */
+
+import type { MeshClient } from '@mesh-broker/sdk';
 import { describe, expect, it } from 'vitest';
-import type { MeshClient } from '../../client/client.js';
 import type { Frame, Message } from '../../protocol/frames.js';
 import type { TestNode } from '../helpers/broker.js';
 import type { TestMesh } from '../helpers/mesh.js';

@@ -7,8 +7,9 @@
  * the next one, unless a peer paused it; and it keeps ticking, one by one, while the flag is flipped there
  * and back twice.
  */
+
+import type { MeshClient } from '@mesh-broker/sdk';
 import { describe, expect, it } from 'vitest';
-import type { MeshClient } from '../../client/client.js';
 import type { ClockStatus, ClockTick, Frame } from '../../protocol/frames.js';
 import type { TestMesh } from '../helpers/mesh.js';
 import { waitFor } from '../helpers/wait.js';

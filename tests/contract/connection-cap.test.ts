@@ -6,8 +6,8 @@
  * keeps counting while the flag is flipped there and back twice.
  */
 import { randomUUID } from 'node:crypto';
+import type { MemberKeys } from '@mesh-broker/sdk';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { MemberKeys } from '../../client/keys.js';
 import type { TestNode } from '../helpers/broker.js';
 import { helloFrame } from '../helpers/hello.js';
 import type { TestMesh } from '../helpers/mesh.js';

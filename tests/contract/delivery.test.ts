@@ -5,8 +5,9 @@
  * hello, on any node, until acked; a sender's order is kept per recipient; and all of it while the flag
  * is flipped there and back twice under traffic.
  */
+
+import type { MeshClient } from '@mesh-broker/sdk';
 import { describe, expect, it } from 'vitest';
-import type { MeshClient } from '../../client/client.js';
 import type { Message } from '../../protocol/frames.js';
 import { waitFor } from '../helpers/wait.js';
 import { flipSequence, useWorld, WORLDS } from './harness.js';

@@ -10,8 +10,8 @@
  * cursor; a revoked member's servers are gone at once from every node's list, and calls to them fail.
  */
 import { randomUUID } from 'node:crypto';
+import type { MeshClient } from '@mesh-broker/sdk';
 import { describe, expect, it } from 'vitest';
-import type { MeshClient } from '../../client/client.js';
 import type { Frame, McpCallResult, McpInvoke, McpServer } from '../../protocol/frames.js';
 import { helloFrame } from '../helpers/hello.js';
 import { RawSocket } from '../helpers/raw.js';

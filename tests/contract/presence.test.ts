@@ -7,10 +7,10 @@
  * with sessions joining, leaving and inside their grace period.
  */
 import { randomUUID } from 'node:crypto';
+import type { MeshClient } from '@mesh-broker/sdk';
+import { generateMemberKeys } from '@mesh-broker/sdk';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import type { MeshClient } from '../../client/client.js';
-import { generateMemberKeys } from '../../client/keys.js';
 import type { PeerJoined, PeerLeft, PeerStatus } from '../../protocol/frames.js';
 import type { TestNode } from '../helpers/broker.js';
 import { helloFrame, rawSession } from '../helpers/hello.js';

@@ -8,8 +8,8 @@
  * as docs/design.md §3.2 says), and never more.
  */
 import { randomUUID } from 'node:crypto';
+import type { MeshClient } from '@mesh-broker/sdk';
 import { describe, expect, it } from 'vitest';
-import type { MeshClient } from '../../client/client.js';
 import type { TestNode } from '../helpers/broker.js';
 import { flipSequence, useWorld, WORLDS } from './harness.js';
 

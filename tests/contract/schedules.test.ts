@@ -9,8 +9,9 @@
  * world runs the phase-3 preset, `ha.active-lease` included: with the flag off there, local schedules run
  * on the lease holder only, so "exactly once" is the cluster's promise in both states of the flag.
  */
+
+import type { MeshClient } from '@mesh-broker/sdk';
 import { describe, expect, it } from 'vitest';
-import type { MeshClient } from '../../client/client.js';
 import type { Frame, Message } from '../../protocol/frames.js';
 import type { TestNode } from '../helpers/broker.js';
 import type { TestMesh } from '../helpers/mesh.js';

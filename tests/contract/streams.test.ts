@@ -7,8 +7,9 @@
  * Issue 17: a session holds at most so many subscriptions, wherever it made them (one more is
  * `limit_exceeded` and changes nothing); `stream.list` answers pages with a cursor.
  */
+
+import type { MeshClient } from '@mesh-broker/sdk';
 import { describe, expect, it } from 'vitest';
-import type { MeshClient } from '../../client/client.js';
 import type { StreamData } from '../../protocol/frames.js';
 import { waitFor } from '../helpers/wait.js';
 import { collect, flipSequence, useWorld, WORLDS } from './harness.js';

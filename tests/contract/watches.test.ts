@@ -11,8 +11,8 @@
 import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { MeshClient } from '@mesh-broker/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { MeshClient } from '../../client/client.js';
 import type { Frame, WatchInfo, WatchTriggered } from '../../protocol/frames.js';
 import { waitFor } from '../helpers/wait.js';
 import { flipSequence, useWorld, WORLDS } from './harness.js';

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { type MemberKeys, signHello } from '../../client/keys.js';
+import { type MemberKeys, signHello } from '@mesh-broker/sdk';
 import type { TestMesh } from './mesh.js';
 import { RawSocket } from './raw.js';
 

@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { MeshClient, type MeshClientOptions } from '../../client/client.js';
-import { generateMemberKeys, type MemberKeys } from '../../client/keys.js';
+import { generateMemberKeys, type MemberKeys, MeshClient, type MeshClientOptions } from '@mesh-broker/sdk';
 import type { TestNode } from './broker.js';
 
 export interface TestMesh {

@@ -4,9 +4,9 @@
  * good peer on the same node keeps being served.
  */
 import { Writable } from 'node:stream';
+import type { MeshClient } from '@mesh-broker/sdk';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { MeshClient } from '../../client/client.js';
 import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { helloFrame, rawSession } from '../helpers/hello.js';
 import { closeAllClients, connectPeer, createMesh, type TestMesh } from '../helpers/mesh.js';

@@ -10,8 +10,9 @@
  * - a revoked member's servers vanish from every node's list at once, also while its session is in its
  *   grace period, and calls to them fail.
  */
+
+import { listMcpServers, listStreams } from '@mesh-broker/sdk';
 import { describe, expect, it } from 'vitest';
-import { listMcpServers, listStreams } from '../../client/lists.js';
 import { collect, useWorld, WORLDS, type World } from '../contract/harness.js';
 import type { TestNode } from '../helpers/broker.js';
 import { helloFrame } from '../helpers/hello.js';

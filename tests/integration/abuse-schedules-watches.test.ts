@@ -8,8 +8,8 @@
 import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { MeshClient } from '@mesh-broker/sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { MeshClient } from '../../client/client.js';
 import type { AuditEntry, Frame, Message, WatchInfo, WatchTriggered } from '../../protocol/frames.js';
 import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';

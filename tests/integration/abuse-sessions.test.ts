@@ -9,13 +9,12 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type Server, Socket } from 'node:net';
+import { generateMemberKeys, MeshClient, MeshClosedError } from '@mesh-broker/sdk';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocketServer } from 'ws';
 import { createPool, type Pool } from '../../broker/db/pool.js';
 import { SessionBindings } from '../../broker/presence/session-bindings.js';
-import { MeshClient, MeshClosedError } from '../../client/client.js';
-import { generateMemberKeys } from '../../client/keys.js';
 import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { helloFrame, rawSession } from '../helpers/hello.js';
 import { closeAllClients, connectPeer, createMesh, type TestMesh } from '../helpers/mesh.js';

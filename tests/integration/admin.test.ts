@@ -1,5 +1,5 @@
+import { generateMemberKeys } from '@mesh-broker/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateMemberKeys } from '../../client/keys.js';
 import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 

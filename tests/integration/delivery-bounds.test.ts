@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { MeshRequestError } from '@mesh-broker/sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { MeshRequestError } from '../../client/client.js';
 import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';

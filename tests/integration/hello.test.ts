@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { generateMemberKeys } from '@mesh-broker/sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { generateMemberKeys } from '../../client/keys.js';
 import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { helloFrame, rawSession } from '../helpers/hello.js';
 import { closeAllClients, connectPeer, createMesh, type TestMesh } from '../helpers/mesh.js';

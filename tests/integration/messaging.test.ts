@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import type { MeshClient } from '@mesh-broker/sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { MeshClient } from '../../client/client.js';
 import type { Message } from '../../protocol/frames.js';
 import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';

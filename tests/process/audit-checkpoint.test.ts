@@ -7,10 +7,10 @@
 import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { MeshClient } from '@mesh-broker/sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { auditHash } from '../../broker/audit/chain.js';
 import { AUDIT_COLUMNS, type AuditRow } from '../../broker/audit/verify.js';
-import type { MeshClient } from '../../client/client.js';
 import { renderFlagsDocument } from '../../flags/document.js';
 import { defaultFlagValues } from '../../flags/registry.js';
 import { startTestNode, type TestNode } from '../helpers/broker.js';

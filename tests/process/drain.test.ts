@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { generateMemberKeys } from '@mesh-broker/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateMemberKeys } from '../../client/keys.js';
 import { ADMIN_TOKEN } from '../helpers/broker.js';
 import { type NodeProcess, spawnBrokerProcess } from '../helpers/cli.js';
 import { closeAllClients, connectPeer, type TestMesh } from '../helpers/mesh.js';

@@ -1,5 +1,5 @@
+import type { MeshClient } from '@mesh-broker/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { MeshClient } from '../../client/client.js';
 import { ADMIN_TOKEN, adminOf } from '../helpers/broker.js';
 import { type NodeProcess, runWorkbench, spawnBrokerProcess } from '../helpers/cli.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';

@@ -10,14 +10,14 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { generateMemberKeys, signHello } from '@mesh-broker/sdk';
+import { signHello as signHelloWebCrypto } from '@mesh-broker/sdk/browser';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { BadFlipRequest, type FlipRequest, parseFlipRequest } from '../../cli/console/flag-flip.js';
 import { RateTracker, sumCounters } from '../../cli/console/rates.js';
 import { changesState, crossOriginRefusal } from '../../cli/console/same-origin.js';
 import { type ConsoleServer, startConsoleServer } from '../../cli/console/server.js';
 import { consoleUrlFile, removeConsoleUrl, writeConsoleUrl } from '../../cli/console/url-file.js';
-import { generateMemberKeys, signHello } from '../../client/keys.js';
-import { signHello as signHelloWebCrypto } from '../../client/keys.webcrypto.js';
 
 const METRICS = `# HELP mesh_broker_deliveries_total Deliveries
 # TYPE mesh_broker_deliveries_total counter

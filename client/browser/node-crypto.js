@@ -1,0 +1,2 @@
+// Stands in for `node:crypto` in the browser build (vite.browser.config.ts): client.ts needs only randomUUID.
+export const randomUUID = () => globalThis.crypto.randomUUID();

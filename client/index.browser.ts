@@ -1,0 +1,19 @@
+/**
+ * The SDK's browser entry (`@mesh-broker/sdk` under the `browser` condition, or `@mesh-broker/sdk/browser`):
+ * the same MeshClient, with the hello signed through WebCrypto Ed25519 (keys.webcrypto.ts) instead of
+ * node:crypto. vite.browser.config.ts bundles it into dist/browser/mesh-sdk.js with no Node import left.
+ * Key generation and `pubkeyOf` stay Node-only: a browser peer is given its member keys.
+ */
+export { closeIsPermanent } from '../protocol/errors.js';
+export type * from '../protocol/frames.js';
+export {
+  type ClientClosed,
+  type ClientEvents,
+  MeshClient,
+  type MeshClientOptions,
+  MeshClosedError,
+  MeshRequestError,
+} from './client.js';
+export type { HelloFields, MemberKeys } from './keys.js';
+export { signHello } from './keys.webcrypto.js';
+export { listMcpServers, listStreams } from './lists.js';
