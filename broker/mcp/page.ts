@@ -1,25 +1,15 @@
 /**
- * One page of `mcp.list` (docs/protocol.md § MCP tools hosted by peers), bounded by construction: at most
- * the page's server count and MCP_LIST_MAX_BYTES of JSON. A mesh of 300 servers of 55 KiB once made one
- * 16 MiB reply per request, buffered whole on the socket (issue 17); a page is built entry by entry from a
- * lazy source, and stops before the entry that would pass the budget, so no reply larger than the budget
+ * One page of `mcp.list` (docs/protocol.md § MCP tools hosted by peers), bounded by construction: at
+ * most the page's server count and LIST_PAGE_MAX_BYTES of JSON (broker/paging.ts). A mesh of 300 servers
+ * of 55 KiB once made one 16 MiB reply per request, buffered whole on the socket (issue 17); a page is
+ * built entry by entry from a lazy source, and stops before the entry that would pass the budget, so no reply larger than the budget
  * is ever built, and no more than one entry past the page is ever read.
  */
 import { ProtocolError } from '../../protocol/errors.js';
 import type { McpServer } from '../../protocol/frames.js';
 import { MCP_LIST_MAX_SERVERS } from '../../protocol/requests.js';
+import { BytePage, entryBytes } from '../paging.js';
 import type { McpServerEntry } from './mcp.js';
-
-/**
- * The most JSON one `mcp.list_result` frame may carry, envelope included. Kept below V8's large-object
- * size (about 128 KiB): a reply is then short-lived young garbage, not old-space memory that grows the
- * node's RSS until a full collection (measured with `workbench fuzz --abuse amplification`: peaks of
- * +21 to +79 MiB with 256 KiB pages, +5 to +39 MiB with 64 KiB pages).
- */
-export const MCP_LIST_MAX_BYTES = 64 * 1024;
-
-/** Room kept for the envelope around the servers: type, `next` (≤ 64 characters), `rid` (≤ 128). */
-const ENVELOPE_BYTES = 1024;
 
 /**
  * The largest entry a server may have as listed: a registration above it is `too_large`. It fits an empty
@@ -51,11 +41,6 @@ export function listed({ hostSession: _hostSession, ...server }: McpServerEntry)
   return server;
 }
 
-/** Bytes of one listed entry's JSON (the comma before it included). */
-export function listedBytes(server: McpServer): number {
-  return Buffer.byteLength(JSON.stringify(server)) + 1;
-}
-
 export function pageRequest(frame: { cursor?: string; limit?: number }): McpPageRequest {
   return { after: frame.cursor, limit: Math.min(frame.limit ?? MCP_LIST_MAX_SERVERS, MCP_LIST_MAX_SERVERS) };
 }
@@ -68,26 +53,21 @@ export async function fillPage(
   source: AsyncIterable<McpServerEntry> | Iterable<McpServerEntry>,
   request: McpPageRequest,
 ): Promise<McpListPage> {
-  const servers: McpServer[] = [];
-  let bytes = ENVELOPE_BYTES;
+  const page = new BytePage<McpServer>(request.limit);
   for await (const entry of source) {
     const server = listed(entry);
-    const size = listedBytes(server);
+    const size = entryBytes(server);
     // Not registrable by this version (an older node's row): it could not fit a page of its own.
     if (size > MCP_SERVER_MAX_BYTES) continue;
-    if (servers.length >= request.limit || bytes + size > MCP_LIST_MAX_BYTES) {
-      // An entry of at most MCP_SERVER_MAX_BYTES fits an empty page, so `servers` is not empty here.
-      return { servers, next: servers[servers.length - 1]!.server };
-    }
-    servers.push(server);
-    bytes += size;
+    // An entry of at most MCP_SERVER_MAX_BYTES fits an empty page, so a full page is never empty.
+    if (!page.offer(server, size)) return { servers: page.entries, next: page.entries.at(-1)!.server };
   }
-  return { servers };
+  return { servers: page.entries };
 }
 
 /** A registration whose entry could not fit a page is `too_large` (checked before anything is written). */
 export function assertListable(server: McpServer): void {
-  const size = listedBytes(server);
+  const size = entryBytes(server);
   if (size > MCP_SERVER_MAX_BYTES)
     throw new ProtocolError(
       'too_large',
