@@ -1,19 +1,27 @@
 /**
- * The compose stack's Postgres init script (deploy/compose/postgres-init/10-roles.sh) run against the
+ * The compose stack's Postgres init scripts (deploy/compose/postgres-init/10-roles.sh, then 20-grafana.sh) run against the
  * machine's Postgres, under throw-away names: the migration as the owner role, then what the brokers' role
- * may and may not do. The roles a real stack gets are these, under their default names.
+ * may and may not do, and what Grafana's role may (the dashboard's annotation queries, nothing else). The roles a real stack gets are these, under their default names.
  */
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runMigrations } from '../../broker/db/migrate.js';
+import { createPool } from '../../broker/db/pool.js';
 import { packageRoot } from '../../broker/paths.js';
+import { recordFlagChange } from '../../flags/changes.js';
 import { runWorkbench } from '../helpers/cli.js';
 import { SERVER_URL } from '../helpers/postgres.js';
 
-const script = join(packageRoot(), 'deploy', 'compose', 'postgres-init', '10-roles.sh');
+const initDir = join(packageRoot(), 'deploy', 'compose', 'postgres-init');
+/** The init scripts in the order the Postgres image runs them, with the passwords each one requires. */
+const SCRIPTS = {
+  '10-roles.sh': ['MESH_OWNER_DB_PASSWORD', 'MESH_BROKER_DB_PASSWORD', 'UNLEASH_DB_PASSWORD'],
+  '20-grafana.sh': ['GRAFANA_DB_PASSWORD'],
+};
 const prefix = `wb_test_roles_${randomBytes(4).toString('hex')}`;
 const names = {
   MESH_DB_NAME: `${prefix}_mesh`,
@@ -21,11 +29,13 @@ const names = {
   MESH_BROKER_ROLE: `${prefix}_broker`,
   UNLEASH_DB_NAME: `${prefix}_unleash`,
   UNLEASH_DB_ROLE: `${prefix}_unleash`,
+  GRAFANA_DB_ROLE: `${prefix}_grafana`,
 };
 const passwords = {
   MESH_OWNER_DB_PASSWORD: `owner-${randomBytes(6).toString('hex')}`,
   MESH_BROKER_DB_PASSWORD: `broker-${randomBytes(6).toString('hex')}`,
   UNLEASH_DB_PASSWORD: `unleash-${randomBytes(6).toString('hex')}`,
+  GRAFANA_DB_PASSWORD: `grafana-${randomBytes(6).toString('hex')}`,
 };
 const server = new URL(SERVER_URL);
 
@@ -38,9 +48,10 @@ function url(role: string, password: string, database: string): string {
 }
 const ownerUrl = url(names.MESH_OWNER_ROLE, passwords.MESH_OWNER_DB_PASSWORD, names.MESH_DB_NAME);
 const brokerUrl = url(names.MESH_BROKER_ROLE, passwords.MESH_BROKER_DB_PASSWORD, names.MESH_DB_NAME);
+const grafanaUrl = url(names.GRAFANA_DB_ROLE, passwords.GRAFANA_DB_PASSWORD, names.MESH_DB_NAME);
 
-function runScript(env: Record<string, string>) {
-  return spawnSync('sh', [script], {
+function runScript(script: keyof typeof SCRIPTS, env: Record<string, string>) {
+  return spawnSync('sh', [join(initDir, script)], {
     encoding: 'utf8',
     env: {
       PATH: process.env.PATH,
@@ -77,25 +88,34 @@ async function cleanUp() {
   await as(SERVER_URL, async (admin) => {
     for (const db of [names.MESH_DB_NAME, names.UNLEASH_DB_NAME])
       await admin.query(`DROP DATABASE IF EXISTS "${db}" WITH (FORCE)`);
-    for (const role of [names.MESH_OWNER_ROLE, names.MESH_BROKER_ROLE, names.UNLEASH_DB_ROLE])
+    for (const role of [
+      names.MESH_OWNER_ROLE,
+      names.MESH_BROKER_ROLE,
+      names.UNLEASH_DB_ROLE,
+      names.GRAFANA_DB_ROLE,
+    ])
       await admin.query(`DROP ROLE IF EXISTS "${role}"`);
   });
 }
 
 describe('the compose stack database roles (postgres-init/10-roles.sh)', () => {
   beforeAll(async () => {
-    const made = runScript({ ...names, ...passwords });
-    expect(made.status, made.stderr).toBe(0);
+    for (const script of Object.keys(SCRIPTS) as Array<keyof typeof SCRIPTS>) {
+      const made = runScript(script, { ...names, ...passwords });
+      expect(made.status, `${script}: ${made.stderr}`).toBe(0);
+    }
     const migrated = await runWorkbench(['migrate', '--database-url', ownerUrl]);
     expect(migrated.code, migrated.stderr).toBe(0);
   }, 120_000);
   afterAll(cleanUp);
 
-  it('refuses to run without a password, naming it', () => {
-    const { MESH_BROKER_DB_PASSWORD: _left, ...others } = passwords;
-    const result = runScript({ ...names, ...others });
+  it.each(
+    Object.entries(SCRIPTS).flatMap(([script, variables]) => variables.map((v) => [script, v] as const)),
+  )('%s refuses to run without %s, naming it', (script, variable) => {
+    const { [variable]: _left, ...others } = passwords as Record<string, string>;
+    const result = runScript(script as keyof typeof SCRIPTS, { ...names, ...others });
     expect(result.status).not.toBe(0);
-    expect(result.stderr).toContain('MESH_BROKER_DB_PASSWORD');
+    expect(result.stderr).toContain(variable);
   });
 
   it('no role it makes is a superuser or may create roles or databases', async () => {
@@ -105,7 +125,7 @@ describe('the compose stack database roles (postgres-init/10-roles.sh)', () => {
         [`${prefix}%`],
       ),
     );
-    expect(roles.rows).toHaveLength(3);
+    expect(roles.rows).toHaveLength(4);
     for (const role of roles.rows)
       expect([role.rolsuper, role.rolcreaterole, role.rolcreatedb]).toEqual([false, false, false]);
   });
@@ -143,4 +163,66 @@ describe('the compose stack database roles (postgres-init/10-roles.sh)', () => {
     const unleashOwn = url(names.UNLEASH_DB_ROLE, passwords.UNLEASH_DB_PASSWORD, names.UNLEASH_DB_NAME);
     await expect(failure(unleashOwn, 'CREATE TABLE unleash_can (a int)')).resolves.toBeUndefined();
   });
+
+  it("Grafana's role runs the dashboard's annotation queries and sees flag changes and promotions", async () => {
+    const pool = createPool(brokerUrl);
+    try {
+      await recordFlagChange(pool, { environment: 'compose', flag: 'ha.clock', value: true, actor: 'alice' });
+      // The statement cli/promotion/promote.ts records a promotion with.
+      await pool.query(
+        'INSERT INTO promotions (environment, from_phase, to_phase, status, failed_check, actor) VALUES ($1, $2, $3, $4, $5, $6)',
+        ['compose', 2, 3, 'rolled-back', 'ha.clock leader', 'bob'],
+      );
+    } finally {
+      await pool.end();
+    }
+    const rows = await as(grafanaUrl, async (client) => {
+      const found: Record<string, Array<{ time: Date; text: string; tags: string }>> = {};
+      for (const { name, sql } of annotationQueries()) found[name] = (await client.query(sql)).rows;
+      return found;
+    });
+    expect(rows['Flag changes']).toEqual([
+      { time: expect.any(Date), text: 'ha.clock off → on by alice (compose)', tags: 'flag,ha.clock,compose' },
+    ]);
+    expect(rows.Promotions).toEqual([
+      {
+        time: expect.any(Date),
+        text: 'rolled-back: phase 2 → 3 by bob (compose), failed check: ha.clock leader',
+        tags: 'promotion,rolled-back,compose',
+      },
+    ]);
+  });
+
+  it("Grafana's role reads no table and changes nothing", async () => {
+    const denied = '42501'; // insufficient_privilege
+    for (const table of ['audit_log', 'promotions', 'flag_states', 'messages', 'members'])
+      expect(await failure(grafanaUrl, `SELECT 1 FROM public.${table} LIMIT 1`), table).toBe(denied);
+    expect(await failure(grafanaUrl, 'CREATE TABLE grafana.intruder (a int)')).toBe(denied);
+    expect(
+      await failure(grafanaUrl, 'CREATE FUNCTION grafana.f() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$'),
+    ).toBe(denied);
+    expect(await failure(grafanaUrl, 'CREATE TEMP TABLE intruder (a int)')).toBe(denied);
+  });
 });
+
+/**
+ * The dashboard's SQL annotations (dashboards/mesh-broker.json) with Grafana's time macros expanded as its
+ * Postgres datasource does ($__timeFrom() and $__timeTo(): quoted RFC 3339 instants), over the last hour.
+ */
+function annotationQueries(): Array<{ name: string; sql: string }> {
+  const dashboard = JSON.parse(
+    readFileSync(join(packageRoot(), 'dashboards', 'mesh-broker.json'), 'utf8'),
+  ) as {
+    annotations: { list: Array<{ name: string; target?: { rawSql?: string } }> };
+  };
+  const instant = (ms: number) => `'${new Date(ms).toISOString().replace(/\.\d+Z$/, 'Z')}'`;
+  const now = Date.now();
+  return dashboard.annotations.list
+    .filter((a) => a.target?.rawSql)
+    .map((a) => ({
+      name: a.name,
+      sql: a
+        .target!.rawSql!.replaceAll('$__timeFrom()', instant(now - 3_600_000))
+        .replaceAll('$__timeTo()', instant(now + 60_000)),
+    }));
+}

@@ -40,6 +40,7 @@ const SECRETS = {
   UNLEASH_ADMIN_PASSWORD: 'test-unleash-ui-4d9e',
   UNLEASH_SESSION_SECRET: 'test-unleash-session-8e1c',
   GRAFANA_ADMIN_PASSWORD: 'test-grafana-7a2b',
+  GRAFANA_DB_PASSWORD: 'test-grafana-db-3c5f',
 };
 
 /** Values a real deployment must never run with (the old files had several of them). */
@@ -254,6 +255,7 @@ describe.each(PHASES)('phase %i: the merged configuration', (phase) => {
     // Secrets go through the environment, never on a command line (visible in `ps`).
     for (const [name, service] of Object.entries(config.services)) {
       const command = JSON.stringify(service.command ?? []);
+    expect(env('grafana').GRAFANA_DB_PASSWORD).toBe(SECRETS.GRAFANA_DB_PASSWORD);
       for (const secret of Object.values(SECRETS)) expect(command, `${name} command`).not.toContain(secret);
     }
   });
@@ -371,7 +373,12 @@ describe.each(PHASES)('phase %i: the merged configuration', (phase) => {
     expect(mountAt(postgres, '/var/lib/postgresql/data')).toBe('pgdata');
     const init = mountAt(postgres, '/docker-entrypoint-initdb.d');
     expect(existsSync(join(init, '10-roles.sh'))).toBe(true);
-    for (const variable of ['MESH_OWNER_DB_PASSWORD', 'MESH_BROKER_DB_PASSWORD', 'UNLEASH_DB_PASSWORD'])
+    for (const variable of [
+      'MESH_OWNER_DB_PASSWORD',
+      'MESH_BROKER_DB_PASSWORD',
+      'UNLEASH_DB_PASSWORD',
+      'GRAFANA_DB_PASSWORD',
+    ])
       expect(postgres.environment?.[variable], variable).toBe(SECRETS[variable as keyof typeof SECRETS]);
   });
 });

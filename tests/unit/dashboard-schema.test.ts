@@ -111,6 +111,38 @@ describe('dashboards/mesh-broker.json against @grafana/schema', () => {
     expect(typeErrors(shipped())).toEqual([]);
   }, 60_000);
 
+  it('names no datasource uid: every panel, target, variable and annotation goes through a variable', () => {
+    const dashboard = shipped() as Json & {
+      panels: Array<{
+        type: string;
+        title: string;
+        datasource?: unknown;
+        targets?: Array<{ datasource?: unknown }>;
+      }>;
+      templating: { list: Array<{ name: string; type: string; datasource?: unknown; query?: unknown }> };
+      annotations: { list: Array<{ name: string; builtIn?: number; datasource: unknown }> };
+    };
+    // Grafana's variable syntax, not a template string.
+    const variable = (name: string) => `\${${name}}`;
+    const prometheus = { type: 'prometheus', uid: variable('datasource') };
+    const variables = dashboard.templating.list.filter((v) => v.type === 'datasource');
+    expect(variables.map((v) => [v.name, v.query])).toEqual([
+      ['datasource', 'prometheus'],
+      ['postgres', 'grafana-postgresql-datasource'],
+    ]);
+    for (const panel of dashboard.panels.filter((p) => p.type !== 'row')) {
+      expect(panel.datasource, panel.title).toEqual(prometheus);
+      for (const target of panel.targets ?? []) expect(target.datasource, panel.title).toEqual(prometheus);
+    }
+    for (const variable of dashboard.templating.list.filter((v) => v.type === 'query'))
+      expect(variable.datasource, variable.name).toEqual(prometheus);
+    for (const annotation of dashboard.annotations.list.filter((a) => !a.builtIn))
+      expect(
+        [prometheus, { type: 'grafana-postgresql-datasource', uid: variable('postgres') }],
+        annotation.name,
+      ).toContainEqual(annotation.datasource);
+  });
+
   it('allows `definition` only because the schema still lacks it (drop the allowance once it has it)', () => {
     const errors = compileErrors(
       "import type { VariableModel } from '@grafana/schema';\n" +

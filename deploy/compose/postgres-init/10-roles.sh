@@ -15,6 +15,8 @@
 #                migrations fails at start (it cannot create tables in public) instead of migrating.
 #   unleash      owns database unleash; nothing else.
 #
+# 20-grafana.sh, run next, adds Grafana's role.
+#
 # Role and database names may be changed through the variables below (the tests run this script against a
 # shared server under other names); the compose files use the defaults.
 set -eu
@@ -66,4 +68,3 @@ ALTER DEFAULT PRIVILEGES FOR ROLE :"owner" IN SCHEMA public GRANT EXECUTE ON FUN
 ALTER DEFAULT PRIVILEGES FOR ROLE :"owner" IN SCHEMA drizzle GRANT SELECT ON TABLES TO :"broker";
 ALTER DEFAULT PRIVILEGES FOR ROLE :"owner" IN SCHEMA drizzle GRANT USAGE, SELECT ON SEQUENCES TO :"broker";
 SQL
-
