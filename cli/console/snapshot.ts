@@ -1,8 +1,9 @@
 /**
  * What the console shows, gathered in one place: every second it asks each node of the local cluster for
  * /health, /flags and /metrics, and Postgres for the phase and ownership (chain integrity every few
- * seconds: it walks whole chains). The page reads the latest snapshot; one poller serves any number of
- * open pages, so the nodes are not asked more often when more people look.
+ * seconds: it walks whole chains; the timeline of flag changes and promotions every two). Each poll adds
+ * one sample to the rate history the plots draw. The page reads the latest snapshot; one poller serves
+ * any number of open pages, so neither the nodes nor Postgres are asked more often when more people look.
  */
 import type { Pool } from '../../broker/db/pool.js';
 import type { FlagsAccess } from '../../flags/access.js';
@@ -10,11 +11,16 @@ import { FLAGS, type FlagKey } from '../../flags/registry.js';
 import type { ClusterFile } from '../cluster/local.js';
 import { type Chains, type Ownership, readChains, readOwnership } from '../cluster/ownership.js';
 import { currentPhase } from '../promotion/promote.js';
-import { type Rates, RateTracker } from './rates.js';
+import { clusterSample, RateHistory, type RateHistoryView } from './history.js';
+import { type NodeInterval, type Rates, RateTracker } from './rates.js';
+import { readTimeline, type TimelineEntry } from './timeline.js';
 
 /** A node that has not answered within this is shown down (a hung node must not stall the page). */
 const NODE_TIMEOUT_MS = 800;
 const CHAINS_EVERY_MS = 5000;
+const TIMELINE_EVERY_MS = 2000;
+/** The plots' window: this many polls (5 minutes at one a second). */
+export const HISTORY_SAMPLES = 300;
 
 export interface NodeView {
   id: string;
@@ -48,6 +54,10 @@ export interface Snapshot {
   ownership: Ownership | null;
   chains: Chains | null;
   rates: Rates;
+  /** The cluster's rates of the last minutes, one sample per poll (oldest first). */
+  history: RateHistoryView;
+  /** Flag changes, promotions and smoke runs of the environment, newest first (the newest TIMELINE_LIMIT). */
+  timeline: TimelineEntry[] | null;
   /** Why part of the snapshot is missing (the database did not answer, the flags file is unreadable). */
   errors: string[];
 }
@@ -63,8 +73,10 @@ async function getText(url: string): Promise<string> {
 
 export class ClusterWatcher {
   private readonly rates = new RateTracker();
+  private readonly history: RateHistory;
   private latest: Snapshot | undefined;
   private chains: { at: number; value: Chains } | undefined;
+  private timeline: { at: number; value: TimelineEntry[] } | undefined;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
 
@@ -73,7 +85,9 @@ export class ClusterWatcher {
     private readonly pool: Pool,
     private readonly flags: FlagsAccess,
     private readonly intervalMs = 1000,
-  ) {}
+  ) {
+    this.history = new RateHistory(HISTORY_SAMPLES, intervalMs);
+  }
 
   /** Polls now and then every interval; a poll still running when the next is due is not doubled. */
   start(): Promise<void> {
@@ -96,13 +110,14 @@ export class ClusterWatcher {
   /** Polls at once (after a flag flip, so the page sees it without waiting for the next tick). */
   async refresh(): Promise<void> {
     await this.running;
+    this.timeline = undefined; // the change just made belongs on the timeline now
     this.running = this.poll().finally(() => (this.running = undefined));
     await this.running;
   }
 
   private async poll(): Promise<void> {
     const errors: string[] = [];
-    const [nodes, desired, database] = await Promise.all([
+    const [polled, desired, database, timeline] = await Promise.all([
       Promise.all(this.cluster.nodes.map((node) => this.node(node))),
       this.flags.read().catch((error: Error) => {
         errors.push(`flags file: ${error.message}`);
@@ -112,7 +127,18 @@ export class ClusterWatcher {
         errors.push(`database: ${error.message}`);
         return undefined;
       }),
+      this.recentChanges().catch((error: Error) => {
+        errors.push(`timeline: ${error.message}`);
+        return undefined;
+      }),
     ]);
+    const nodes = polled.map(({ view }) => view);
+    this.history.add(
+      clusterSample(
+        Date.now(),
+        polled.map(({ interval }) => interval),
+      ),
+    );
     const live = nodes.filter((node) => node.health !== 'down');
     const flags: FlagView[] = FLAGS.map((flag) => {
       const acting = live.map((node) => node.flags[flag.key]?.acting);
@@ -139,28 +165,35 @@ export class ClusterWatcher {
       ownership: database?.ownership ?? null,
       chains: database?.chains ?? this.chains?.value ?? null,
       rates,
+      history: this.history.view(),
+      timeline: timeline ?? this.timeline?.value ?? null,
       errors,
     };
   }
 
-  private async node(node: { id: string; url: string }): Promise<NodeView> {
+  private async node(node: {
+    id: string;
+    url: string;
+  }): Promise<{ view: NodeView; interval?: NodeInterval }> {
     try {
       const [health, flags, metrics] = await Promise.all([
         getJson<{ status: string; backgroundWork: string }>(`${node.url}/health`),
         getJson<{ flags: NodeView['flags'] }>(`${node.url}/flags`),
         getText(`${node.url}/metrics`),
       ]);
-      return {
+      const interval = this.rates.observe(node.id, metrics, Date.now());
+      const view: NodeView = {
         id: node.id,
         url: node.url,
         health: health.status,
         backgroundWork: health.backgroundWork,
         flags: flags.flags,
-        rates: this.rates.observe(node.id, metrics, Date.now()),
+        rates: interval?.rates,
       };
+      return { view, interval };
     } catch {
       this.rates.forget(node.id);
-      return { id: node.id, url: node.url, health: 'down', backgroundWork: '-', flags: {} };
+      return { view: { id: node.id, url: node.url, health: 'down', backgroundWork: '-', flags: {} } };
     }
   }
 
@@ -173,5 +206,12 @@ export class ClusterWatcher {
       this.chains = { at: Date.now(), value: await readChains(this.pool) };
     }
     return { phase, ownership, chains: this.chains.value };
+  }
+
+  private async recentChanges(): Promise<TimelineEntry[]> {
+    if (!this.timeline || Date.now() - this.timeline.at >= TIMELINE_EVERY_MS) {
+      this.timeline = { at: Date.now(), value: await readTimeline(this.pool, this.cluster.flagsEnv) };
+    }
+    return this.timeline.value;
   }
 }

@@ -19,7 +19,8 @@ import { closeAllClients, connectPeer } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
 
-const ARTIFACTS = join(packageRoot(), 'test-artifacts');
+/** Screenshots, for people to look at (git-ignored). */
+const ARTIFACTS = join(packageRoot(), 'test-results', 'console');
 
 let db: TestDatabase;
 let cwd: string;
@@ -94,6 +95,25 @@ afterAll(async () => {
   }
   await db?.drop();
 }, 60_000);
+
+/** An admin call through the load balancer (mesh and member set-up). */
+async function adminCall(path: string, body: unknown): Promise<Record<string, string>> {
+  const response = await fetch(`${cluster.lb.url}${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${cluster.adminToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  expect(response.ok, `${path}: ${response.status}`).toBe(true);
+  return (await response.json()) as Record<string, string>;
+}
+
+/** A mesh with two members, for traffic. */
+async function meshWithTwoMembers(name: string) {
+  const { meshId } = await adminCall('/admin/meshes', { name: `${name}-${Date.now()}` });
+  const members = [generateMemberKeys(), generateMemberKeys()] as const;
+  for (const member of members) await adminCall(`/admin/meshes/${meshId}/members`, { pubkey: member.pubkey });
+  return { meshId: meshId!, members };
+}
 
 const nodeRow = (id: string, health: 'up' | 'down') =>
   `[data-testid="nodes"] tr[data-node="${id}"][data-health="${health}"]`;
@@ -215,6 +235,168 @@ describe('workbench console (headless Chromium)', () => {
   }, 60_000);
 });
 
+interface TimelineRowOnPage {
+  id: string;
+  kind: string;
+  cells: string[];
+  trouble: boolean;
+}
+
+describe('the rate plots and the timeline of flag changes and promotions', () => {
+  it('traffic across nodes shows in the three plots; a CLI flip, a promotion and a smoke run on the timeline, newest first', async () => {
+    // Traffic: a receiver on broker-1, a sender on broker-2, so every message is accepted on one node and
+    // delivered over the bus by another (the fan-out latency is measured there).
+    const { meshId, members } = await meshWithTwoMembers('console-rates');
+    const [receiverKeys, senderKeys] = members;
+    const ws = (id: string) => `${cluster.nodes.find((n) => n.id === id)!.url.replace(/^http/, 'ws')}/ws`;
+    const mesh = { meshId, members: [...members] };
+    const receiver = await connectPeer(ws('broker-1'), mesh, receiverKeys);
+    const sender = await connectPeer(ws('broker-2'), mesh, senderKeys);
+    let received = 0;
+    receiver.on('message', () => {
+      received += 1;
+    });
+    const SENT = 40;
+    for (let i = 1; i <= SENT; i++) {
+      await sender.send(receiverKeys.pubkey, `rate ${i}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    await waitFor(() => received >= SENT, { timeoutMs: 10_000, what: `all ${SENT} messages received` });
+
+    const plot = async (name: string) => {
+      const figure = `[data-testid="plot-${name}"]`;
+      return {
+        points: Number(await page.getAttribute(figure, 'data-points')),
+        nonZero: Number(await page.getAttribute(figure, 'data-nonzero')),
+      };
+    };
+    await waitFor(
+      async () => {
+        const [accepted, delivered, fanout] = await Promise.all(
+          ['accepted', 'delivered', 'fanout'].map(plot),
+        );
+        return accepted!.nonZero > 0 && delivered!.nonZero > 0 && fanout!.points > 0;
+      },
+      { timeoutMs: 10_000, what: 'points in the three plots' },
+    );
+    // What the plots draw adds up: the rates integrated over their samples give back the messages sent
+    // (the first sample after the traffic may still be due: a few messages of slack).
+    type History = { at: number[]; accepted: (number | null)[]; delivered: (number | null)[] };
+    const history = await waitFor(
+      async () => {
+        const state = await page.evaluate(async () => (await fetch('/api/state')).json());
+        const h = (state as { history: History }).history;
+        const integral = (values: (number | null)[]) =>
+          values.reduce<number>(
+            (total, value, i) =>
+              i === 0 || value === null ? total : total + (value * (h.at[i]! - h.at[i - 1]!)) / 1000,
+            0,
+          );
+        const totals = { accepted: integral(h.accepted), delivered: integral(h.delivered) };
+        return totals.accepted >= SENT - 3 && totals.delivered >= SENT - 3 ? totals : undefined;
+      },
+      { timeoutMs: 10_000, what: 'the plotted rates adding up to the messages sent' },
+    );
+    console.log(`console plots: ${JSON.stringify(history)} integrated over the window (${SENT} sent)`);
+    expect(history.accepted).toBeLessThanOrEqual(SENT + 3);
+    expect(history.delivered).toBeLessThanOrEqual(SENT + 3);
+    expect(await page.textContent('[data-testid="plot-fanout"]')).toContain('fan-out latency');
+    expect(await page.textContent('[data-testid="plot-accepted"]')).toContain('−5 min');
+
+    // A flip with the CLI, a promotion (to the phase the cluster is at: blocked, recorded like any other),
+    // and a smoke run. `workbench promote` records a real smoke run only after minutes of checks, so this
+    // one is a row written as it writes them (a failed run of two checks): it tests the reading of
+    // smoke_runs, not the smoke suite.
+    const operator = { WORKBENCH_ACTOR: 'timeline-operator' };
+    const flip = await runWorkbench(
+      ['flags', 'set', 'ha.watches', 'off', '--env', cluster.flagsEnv],
+      operator,
+      cwd,
+    );
+    expect(flip.code, flip.stderr).toBe(0);
+    const promotion = await runWorkbench(['promote', '--env', cluster.flagsEnv, '--to', '3'], operator, cwd);
+    expect(promotion.code, promotion.stdout + promotion.stderr).toBe(1);
+    expect(promotion.stdout).toContain('blocked, nothing changed: already at phase 3');
+    await db.query('INSERT INTO smoke_runs (environment, phase, passed, results) VALUES ($1, $2, $3, $4)', [
+      cluster.flagsEnv,
+      3,
+      false,
+      JSON.stringify([
+        { name: 'presence-across-nodes', met: true },
+        { name: 'cross-node-dm', met: false },
+      ]),
+    ]);
+
+    const timelineRows = () =>
+      page.$$eval('[data-testid="timeline"] tr', (trs) =>
+        trs.map((tr) => ({
+          id: tr.getAttribute('data-id') ?? '',
+          kind: tr.getAttribute('data-kind') ?? '',
+          cells: [...tr.querySelectorAll('td')].map((td) => td.textContent ?? ''),
+          trouble: tr.classList.contains('trouble'),
+        })),
+      );
+    const rows: TimelineRowOnPage[] = await waitFor(
+      async () => {
+        const shown = await timelineRows();
+        return shown[0]?.kind === 'smoke' ? shown : undefined;
+      },
+      { timeoutMs: 10_000, what: 'the smoke run at the top of the timeline' },
+    );
+    const [smoke, blocked, cliFlip, ...older] = rows;
+    expect(smoke).toMatchObject({
+      cells: [
+        expect.any(String),
+        'phase 3 smoke checks',
+        '–',
+        'failed: 1/2 checks met, first: cross-node-dm',
+      ],
+      trouble: true,
+    });
+    expect(blocked).toMatchObject({
+      kind: 'promotion',
+      cells: [
+        expect.any(String),
+        'promotion phase 3 → 3',
+        'timeline-operator',
+        'blocked: already at phase 3',
+      ],
+      trouble: true,
+    });
+    expect(cliFlip).toMatchObject({
+      kind: 'flag',
+      cells: [expect.any(String), 'ha.watches on → off', 'timeline-operator', 'changed, audited'],
+      trouble: false,
+    });
+    // Before them, the two flips made from the page (the flip test): newest first.
+    expect(older.slice(0, 2).map((row) => [row.cells[1], row.cells[2]?.startsWith('console:')])).toEqual([
+      ['ha.watches off → on', true],
+      ['ha.watches on → off', true],
+    ]);
+    // Each entry is the record's own time, shown in the browser's local time.
+    const recorded = await db.query<{ created_at: Date }>(
+      "SELECT created_at FROM audit_log WHERE event_type = 'promotion.blocked' ORDER BY id DESC LIMIT 1",
+    );
+    const shownAt = await page.getAttribute(
+      `[data-testid="timeline"] tr[data-id="${blocked!.id}"] td`,
+      'title',
+    );
+    expect(shownAt).toBe(recorded.rows[0]!.created_at.toISOString());
+
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: join(ARTIFACTS, 'console-plots-timeline.png'), fullPage: true });
+    const back = await runWorkbench(
+      ['flags', 'set', 'ha.watches', 'on', '--env', cluster.flagsEnv],
+      operator,
+      cwd,
+    );
+    expect(back.code, back.stderr).toBe(0);
+    receiver.close();
+    sender.close();
+    expect(pageErrors).toEqual([]);
+  }, 90_000);
+});
+
 describe("a page of another loopback server in the operator's browser", () => {
   it('cannot flip a flag with the console cookie (a no-cors fetch needs no preflight): 403, the file unchanged', async () => {
     const flagsFile = join(cluster.flagsDir, `${cluster.flagsEnv}.json`);
@@ -298,23 +480,14 @@ describe('workbench console: bad calls', () => {
 
 describe('a browser peer through the load balancer (the SDK in Chromium)', () => {
   it('receives messages from a Node peer, and every one sent while its node is killed after reconnecting', async () => {
-    const call = async (path: string, body: unknown) => {
-      const response = await fetch(`${cluster.lb.url}${path}`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${cluster.adminToken}`, 'content-type': 'application/json' },
-        body: JSON.stringify(body),
-      });
-      expect(response.ok, `${path}: ${response.status}`).toBe(true);
-      return (await response.json()) as Record<string, string>;
-    };
-    const { meshId } = await call('/admin/meshes', { name: `browser-peer-${Date.now()}` });
-    const [browserMember, nodeMember] = [generateMemberKeys(), generateMemberKeys()];
-    for (const member of [browserMember, nodeMember])
-      await call(`/admin/meshes/${meshId}/members`, { pubkey: member.pubkey });
+    const {
+      meshId,
+      members: [browserMember, nodeMember],
+    } = await meshWithTwoMembers('browser-peer');
 
     const peerPage = await browser.newPage();
     peerPage.on('pageerror', (error) => pageErrors.push(error.message));
-    const query = new URLSearchParams({ meshId: meshId!, ...browserMember });
+    const query = new URLSearchParams({ meshId, ...browserMember });
     await peerPage.goto(`${consoleUrl}/peer?${query}&key=${consoleKey}`);
     await waitFor(async () => (await peerPage.textContent('[data-testid="status"]')) === 'connected', {
       timeoutMs: 15_000,
@@ -327,7 +500,7 @@ describe('a browser peer through the load balancer (the SDK in Chromium)', () =>
     const others = cluster.nodes.filter((n) => n.id !== firstNode);
     const sender = await connectPeer(
       others.map((n) => `${n.url.replace(/^http/, 'ws')}/ws`),
-      { meshId: meshId!, members: [browserMember, nodeMember] },
+      { meshId, members: [browserMember, nodeMember] },
       nodeMember,
     );
     const count = () => peerPage.textContent('[data-testid="count"]').then(Number);

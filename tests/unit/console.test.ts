@@ -14,9 +14,11 @@ import { generateMemberKeys, signHello } from '@mesh-broker/sdk';
 import { signHello as signHelloWebCrypto } from '@mesh-broker/sdk/browser';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { BadFlipRequest, type FlipRequest, parseFlipRequest } from '../../cli/console/flag-flip.js';
-import { RateTracker, sumCounters } from '../../cli/console/rates.js';
+import { clusterSample, RateHistory, Ring } from '../../cli/console/history.js';
+import { histogramQuantile, RateTracker, sumCounters, sumHistogram } from '../../cli/console/rates.js';
 import { changesState, crossOriginRefusal } from '../../cli/console/same-origin.js';
 import { type ConsoleServer, startConsoleServer } from '../../cli/console/server.js';
+import { type TimelineRow, toTimelineEntry } from '../../cli/console/timeline.js';
 import { consoleUrlFile, removeConsoleUrl, writeConsoleUrl } from '../../cli/console/url-file.js';
 
 const METRICS = `# HELP mesh_broker_deliveries_total Deliveries
@@ -48,11 +50,197 @@ describe('console: message rates from /metrics', () => {
     const tracker = new RateTracker();
     expect(tracker.observe('b1', METRICS, 1000)).toBeUndefined();
     const later = METRICS.replace('} 10', '} 30');
-    expect(tracker.observe('b1', later, 3000)).toEqual({ accepted: 10, delivered: 0, streamPublishes: 0 });
+    expect(tracker.observe('b1', later, 3000)?.rates).toEqual({
+      accepted: 10,
+      delivered: 0,
+      streamPublishes: 0,
+    });
     const restarted = later.replace('} 30', '} 4');
-    expect(tracker.observe('b1', restarted, 4000)?.accepted).toBe(4);
+    expect(tracker.observe('b1', restarted, 4000)?.rates.accepted).toBe(4);
     tracker.forget('b1');
     expect(tracker.observe('b1', restarted, 5000)).toBeUndefined();
+  });
+});
+
+/** A fan-out histogram as a node exposes it: `kind` series, cumulative buckets. */
+function fanoutMetrics(
+  counts: { message: number[]; stream: number[] },
+  sums: { message: number; stream: number },
+) {
+  const bounds = ['0.001', '0.01', '0.1', '+Inf'];
+  const lines = ['# TYPE mesh_broker_fanout_latency_seconds histogram'];
+  for (const kind of ['message', 'stream'] as const) {
+    bounds.forEach((le, i) => {
+      lines.push(
+        `mesh_broker_fanout_latency_seconds_bucket{le="${le}",kind="${kind}",node="b1"} ${counts[kind][i]}`,
+      );
+    });
+    lines.push(`mesh_broker_fanout_latency_seconds_sum{kind="${kind}",node="b1"} ${sums[kind]}`);
+    lines.push(`mesh_broker_fanout_latency_seconds_count{kind="${kind}",node="b1"} ${counts[kind].at(-1)}`);
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+describe('console: fan-out latency from the histogram', () => {
+  it('sums the buckets of every kind by bound, with _sum and _count', () => {
+    const histogram = sumHistogram(
+      fanoutMetrics({ message: [1, 3, 4, 4], stream: [0, 1, 1, 2] }, { message: 0.05, stream: 1.5 }),
+      'mesh_broker_fanout_latency_seconds',
+    );
+    expect(histogram.count).toBe(6);
+    expect(histogram.sum).toBeCloseTo(1.55);
+    expect([...histogram.buckets]).toEqual([
+      [0.001, 1],
+      [0.01, 4],
+      [0.1, 5],
+      [Number.POSITIVE_INFINITY, 6],
+    ]);
+  });
+
+  it('estimates a quantile as histogram_quantile does: linear in its bucket, the top finite bound in +Inf', () => {
+    const of = (buckets: [number, number][]) => ({
+      count: buckets.at(-1)![1],
+      sum: 0,
+      buckets: new Map(buckets),
+    });
+    // 10 in (0, 0.01], 10 in (0.01, 0.1]: the median is the top of the first bucket, p75 halfway up the second.
+    const h = of([
+      [0.01, 10],
+      [0.1, 20],
+      [Number.POSITIVE_INFINITY, 20],
+    ]);
+    expect(histogramQuantile(0.5, h)).toBeCloseTo(0.01);
+    expect(histogramQuantile(0.75, h)).toBeCloseTo(0.055);
+    expect(
+      histogramQuantile(
+        0.95,
+        of([
+          [0.01, 1],
+          [Number.POSITIVE_INFINITY, 10],
+        ]),
+      ),
+    ).toBe(0.01);
+    expect(histogramQuantile(0.95, { count: 0, sum: 0, buckets: new Map() })).toBeUndefined();
+  });
+
+  it("an interval's latencies are the histogram's increase; a node's and the cluster's sample", () => {
+    const tracker = new RateTracker();
+    const family = { message: [0, 0, 0, 0], stream: [0, 0, 0, 0] };
+    tracker.observe('b1', METRICS + fanoutMetrics(family, { message: 0, stream: 0 }), 1000);
+    // In one second: 4 message deliveries of 5 ms each (all in the (0.001, 0.01] bucket).
+    const after = fanoutMetrics(
+      { message: [0, 4, 4, 4], stream: [0, 0, 0, 0] },
+      { message: 0.02, stream: 0 },
+    );
+    const interval = tracker.observe('b1', METRICS + after, 2000)!;
+    expect(interval.fanout.count).toBe(4);
+    const sample = clusterSample(2000, [interval, undefined]);
+    expect(sample).toEqual({ at: 2000, accepted: 0, delivered: 0, fanoutP95Ms: 9.55, fanoutMeanMs: 5 });
+    // No node measured anything yet (first scrapes): a gap, not a zero.
+    expect(clusterSample(1000, [undefined, undefined])).toEqual({
+      at: 1000,
+      accepted: null,
+      delivered: null,
+      fanoutP95Ms: null,
+      fanoutMeanMs: null,
+    });
+  });
+});
+
+describe('console: the bounded rate history', () => {
+  it('a ring keeps the newest `capacity` items, oldest first', () => {
+    const ring = new Ring<number>(3);
+    for (const n of [1, 2]) ring.push(n);
+    expect(ring.toArray()).toEqual([1, 2]);
+    for (const n of [3, 4, 5]) ring.push(n);
+    expect(ring.toArray()).toEqual([3, 4, 5]);
+    expect(() => new Ring(0)).toThrow('a ring needs a capacity ≥ 1, got 0');
+  });
+
+  it('the history says its window and hands its series column by column', () => {
+    const history = new RateHistory(2, 1000);
+    const sample = (at: number, accepted: number | null) => ({
+      at,
+      accepted,
+      delivered: 1,
+      fanoutP95Ms: null,
+      fanoutMeanMs: null,
+    });
+    for (const at of [1, 2, 3]) history.add(sample(at * 1000, at === 2 ? null : at));
+    expect(history.view()).toEqual({
+      windowSeconds: 2,
+      intervalMs: 1000,
+      at: [2000, 3000],
+      accepted: [null, 3],
+      delivered: [1, 1],
+      fanoutP95Ms: [null, null],
+      fanoutMeanMs: [null, null],
+    });
+  });
+});
+
+describe('console: timeline entries from the records', () => {
+  const at = new Date('2025-01-02T03:04:05.678Z');
+  const row = (over: Partial<TimelineRow>): TimelineRow => ({
+    source: 'audit',
+    id: '7',
+    at,
+    eventType: 'flag.changed',
+    actor: 'console:ana',
+    payload: {},
+    ...over,
+  });
+
+  it('a flag change says the flag, from and to, and who', () => {
+    expect(
+      toTimelineEntry(row({ payload: { environment: 'phase3', flag: 'ha.clock', from: true, to: false } })),
+    ).toEqual({
+      id: 'audit:7',
+      at: '2025-01-02T03:04:05.678Z',
+      kind: 'flag',
+      who: 'console:ana',
+      what: 'ha.clock on → off',
+      outcome: 'changed, audited',
+      ok: true,
+    });
+  });
+
+  it.each([
+    ['promotion.promoted', {}, 'promotion phase 2 → 3', 'promoted', true],
+    [
+      'promotion.blocked',
+      { reason: 'already at phase 3' },
+      'promotion phase 2 → 3',
+      'blocked: already at phase 3',
+      false,
+    ],
+    [
+      'promotion.rolled-back',
+      { reason: 'no DM arrived', failedCheck: 'cross-node-dm' },
+      'promotion phase 2 → 3',
+      'rolled-back: no DM arrived; check cross-node-dm',
+      false,
+    ],
+    ['promotion.rollback', {}, 'rollback phase 2 → 3', 'rollback', true],
+  ])('%s', (eventType, extra, what, outcome, ok) => {
+    const entry = toTimelineEntry(row({ eventType, actor: 'rm', payload: { from: 2, to: 3, ...extra } }));
+    expect(entry).toMatchObject({ kind: 'promotion', who: 'rm', what, outcome, ok });
+  });
+
+  it('a smoke run counts its checks and names the first that failed', () => {
+    const smoke = (payload: Record<string, unknown>) =>
+      toTimelineEntry(row({ source: 'smoke', id: '3', eventType: 'smoke.run', actor: null, payload }));
+    expect(smoke({ phase: 3, passed: true, checks: 16, met: 16, firstFailed: null })).toMatchObject({
+      id: 'smoke:3',
+      kind: 'smoke',
+      who: null,
+      what: 'phase 3 smoke checks',
+      outcome: 'passed: 16/16 checks met',
+      ok: true,
+    });
+    expect(
+      smoke({ phase: 2, passed: false, checks: 16, met: 15, firstFailed: 'cross-node-dm' }).outcome,
+    ).toBe('failed: 15/16 checks met, first: cross-node-dm');
   });
 });
 

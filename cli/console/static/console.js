@@ -1,5 +1,6 @@
 // The console page: polls GET /api/state every second and redraws; flips a flag with POST /api/flags.
-// Built with textContent only (node ids and messages never become markup).
+// Built with textContent only (node ids and messages never become markup); the plots are inline SVG
+// drawn here (no charting library: three line plots do not need one).
 const $ = (id) => document.querySelector(`[data-testid="${id}"]`);
 
 function el(tag, text, attributes = {}) {
@@ -58,6 +59,179 @@ function renderFlags(state) {
   $('flags').replaceChildren(...rows);
 }
 
+const SVG_NS = 'http://www.w3.org/2000/svg';
+
+function svgEl(tag, attributes = {}, text = undefined) {
+  const node = document.createElementNS(SVG_NS, tag);
+  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, String(value));
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+const PLOT = { width: 390, height: 180, left: 46, right: 12, top: 34, bottom: 28 };
+
+/** The y axis' top: the smallest 1, 2 or 5 × 10ⁿ at or above the largest value (1 when all are 0). */
+function niceCeil(value) {
+  if (!(value > 0)) return 1;
+  const power = 10 ** Math.floor(Math.log10(value));
+  return [1, 2, 5, 10].map((step) => step * power).find((top) => value <= top * (1 + 1e-9));
+}
+
+const tickLabel = (value) => (value >= 10 ? value.toFixed(0) : String(Number(value.toPrecision(2))));
+
+/**
+ * One line plot of `series` over the history's window, ending at its newest sample (the console's clock,
+ * so a browser on another clock draws the same). A null value is a gap (nothing measured). The figure
+ * says how many points it drew (`data-points`, `data-nonzero`), for people reading the DOM and for tests.
+ */
+function drawPlot(figure, { title, unit, history, series }) {
+  const { width, height, left, right, top, bottom } = PLOT;
+  const innerWidth = width - left - right;
+  const innerHeight = height - top - bottom;
+  const windowMs = history.windowSeconds * 1000;
+  const end = history.at.at(-1) ?? Date.now();
+  const start = end - windowMs;
+  const inWindow = (i) => history.at[i] >= start;
+  let max = 0;
+  let points = 0;
+  let nonZero = 0;
+  for (const { values } of series)
+    values.forEach((value, i) => {
+      if (value === null || !inWindow(i)) return;
+      max = Math.max(max, value);
+      points += 1;
+      if (value > 0) nonZero += 1;
+    });
+  const yTop = niceCeil(max);
+  const x = (at) => left + ((at - start) / windowMs) * innerWidth;
+  const y = (value) => top + innerHeight - (Math.min(value, yTop) / yTop) * innerHeight;
+
+  const svg = svgEl('svg', { width, height, viewBox: `0 0 ${width} ${height}`, role: 'img' });
+  svg.append(svgEl('title', {}, `${title} in ${unit}, last ${history.windowSeconds / 60} min`));
+  svg.append(svgEl('text', { x: 4, y: 14, class: 'title' }, title));
+  svg.append(svgEl('text', { x: 4, y: 28, class: 'label' }, unit));
+  for (const value of [0, yTop / 2, yTop]) {
+    svg.append(svgEl('line', { x1: left, x2: left + innerWidth, y1: y(value), y2: y(value), class: 'grid' }));
+    svg.append(
+      svgEl('text', { x: left - 5, y: y(value) + 4, 'text-anchor': 'end', class: 'label' }, tickLabel(value)),
+    );
+  }
+  const minutes = Math.round(history.windowSeconds / 60);
+  for (let m = minutes; m >= 0; m--) {
+    const px = x(end - m * 60_000);
+    svg.append(svgEl('line', { x1: px, x2: px, y1: top, y2: top + innerHeight, class: 'grid' }));
+    const anchor = m === minutes ? 'start' : m === 0 ? 'end' : 'middle';
+    const label = m === 0 ? 'now' : `−${m} min`;
+    svg.append(svgEl('text', { x: px, y: height - 8, 'text-anchor': anchor, class: 'label' }, label));
+  }
+  svg.append(svgEl('line', { x1: left, x2: left, y1: top, y2: top + innerHeight, class: 'axis' }));
+  svg.append(
+    svgEl('line', {
+      x1: left,
+      x2: left + innerWidth,
+      y1: top + innerHeight,
+      y2: top + innerHeight,
+      class: 'axis',
+    }),
+  );
+
+  for (const { values, color, name } of series) {
+    let run = [];
+    const flush = () => {
+      if (run.length > 1)
+        svg.append(
+          svgEl('polyline', { points: run.join(' '), fill: 'none', stroke: color, 'stroke-width': 1.6 }),
+        );
+      else if (run.length === 1) {
+        const [cx, cy] = run[0].split(',');
+        svg.append(svgEl('circle', { cx, cy, r: 2, fill: color }));
+      }
+      run = [];
+    };
+    values.forEach((value, i) => {
+      if (value === null || !inWindow(i)) flush();
+      else run.push(`${x(history.at[i]).toFixed(1)},${y(value).toFixed(1)}`);
+    });
+    flush();
+    if (series.length > 1) {
+      const index = series.findIndex((s) => s.name === name);
+      const legendX = width - right - (series.length - index) * 52;
+      svg.append(svgEl('rect', { x: legendX, y: 7, width: 12, height: 3, fill: color }));
+      svg.append(svgEl('text', { x: legendX + 15, y: 12, class: 'label' }, name));
+    }
+  }
+  if (points === 0)
+    svg.append(
+      svgEl(
+        'text',
+        { x: left + innerWidth / 2, y: top + innerHeight / 2, 'text-anchor': 'middle', class: 'empty' },
+        'nothing measured yet',
+      ),
+    );
+  figure.dataset.points = String(points);
+  figure.dataset.nonzero = String(nonZero);
+  figure.replaceChildren(svg);
+}
+
+function renderPlots(state) {
+  const history = state.history;
+  $('plots-window').textContent =
+    `The whole cluster (every live node summed), one point per poll (${history.intervalMs / 1000} s), the last ${history.windowSeconds / 60} minutes; a gap is a poll with nothing measured.`;
+  drawPlot($('plot-accepted'), {
+    title: 'messages accepted',
+    unit: 'per second',
+    history,
+    series: [{ name: 'accepted', values: history.accepted, color: '#1f6fb2' }],
+  });
+  drawPlot($('plot-delivered'), {
+    title: 'deliveries to sessions',
+    unit: 'per second (every path)',
+    history,
+    series: [{ name: 'delivered', values: history.delivered, color: '#176f2c' }],
+  });
+  drawPlot($('plot-fanout'), {
+    title: 'fan-out latency',
+    unit: 'ms, publish on one node → delivery on another',
+    history,
+    series: [
+      { name: 'p95', values: history.fanoutP95Ms, color: '#c2410c' },
+      { name: 'mean', values: history.fanoutMeanMs, color: '#1f6fb2' },
+    ],
+  });
+}
+
+function when(iso) {
+  const at = new Date(iso);
+  const today = at.toDateString() === new Date().toDateString();
+  return today ? at.toLocaleTimeString() : at.toLocaleString();
+}
+
+function renderTimeline(state) {
+  const entries = state.timeline;
+  const message = (text) => {
+    const row = el('tr');
+    row.append(el('td', text, { colspan: '4', class: 'hint' }));
+    return [row];
+  };
+  const rows =
+    entries === null
+      ? message('unknown: the database did not answer')
+      : entries.length === 0
+        ? message('nothing recorded for this environment yet')
+        : entries.map((entry) => {
+            const row = el('tr', undefined, { 'data-kind': entry.kind, 'data-id': entry.id });
+            if (!entry.ok) row.classList.add('trouble');
+            row.append(
+              el('td', when(entry.at), { title: entry.at }),
+              el('td', entry.what),
+              el('td', entry.who ?? '–'),
+              el('td', entry.outcome),
+            );
+            return row;
+          });
+  $('timeline').replaceChildren(...rows);
+}
+
 function renderOwnership(state) {
   const list = (rows) =>
     rows.length === 0 ? 'none' : rows.map((r) => `${r.node ?? 'unowned'} ${r.n}`).join(', ');
@@ -91,7 +265,9 @@ function render(state) {
   $('errors').hidden = state.errors.length === 0;
   $('errors').textContent = state.errors.join('; ');
   renderNodes(state);
+  renderPlots(state);
   renderFlags(state);
+  renderTimeline(state);
   renderOwnership(state);
 }
 
