@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net';
 import type { WebSocket } from 'ws';
 import type { DurableFrame } from '../../protocol/frames.js';
 import type { SessionIdentity } from '../../protocol/routes.js';
@@ -23,8 +24,11 @@ const MIN_BUFFERED_BYTES = 512 * 1024;
  * therefore makes the node hold about this much for it, whatever it asks for.
  */
 export const OUTBOUND_HIGH_WATER = 1024 * 1024;
-/** How often a congested socket is looked at again. */
-const DRAIN_POLL_MS = 10;
+/**
+ * A congested socket is looked at again when its TCP socket drains, or after this long at the latest: what
+ * ws still holds in its own sender queue (a frame being compressed) drains without a TCP 'drain' event.
+ */
+const DRAIN_RECHECK_MS = 100;
 
 let nextConnectionId = 1;
 
@@ -69,9 +73,31 @@ export class Connection implements FeedSocket {
     return this.socket.bufferedAmount > Math.min(OUTBOUND_HIGH_WATER, this.bufferLimit / 2);
   }
 
-  /** Resolves once the socket is no longer congested, or is closed. */
+  /**
+   * Resolves once the socket is no longer congested, or is closed. Woken by the TCP socket's 'drain' (or
+   * its close) rather than a poll: a node with many slow readers would otherwise run a timer per socket
+   * every few milliseconds.
+   */
   async whenDrained(): Promise<void> {
-    while (this.congested && this.isOpen) await new Promise((resolve) => setTimeout(resolve, DRAIN_POLL_MS));
+    while (this.congested && this.isOpen) {
+      const raw = this.rawSocket();
+      await new Promise<void>((resolve) => {
+        const wake = () => {
+          clearTimeout(timer);
+          raw?.off('drain', wake);
+          raw?.off('close', wake);
+          resolve();
+        };
+        const timer = setTimeout(wake, DRAIN_RECHECK_MS);
+        raw?.once('drain', wake);
+        raw?.once('close', wake);
+      });
+    }
+  }
+
+  /** The TCP socket under the WebSocket (ws keeps it as `_socket`; absent before open and after close). */
+  private rawSocket(): Socket | undefined {
+    return (this.socket as unknown as { _socket?: Socket })._socket;
   }
 
   send(frame: object): void {
@@ -97,7 +123,7 @@ export class Connection implements FeedSocket {
    */
   private cork(): void {
     if (this.corked) return;
-    const raw = (this.socket as unknown as { _socket?: { cork(): void; uncork(): void } })._socket;
+    const raw = this.rawSocket();
     if (!raw) return;
     this.corked = true;
     raw.cork();
