@@ -120,7 +120,7 @@ function drawPlot(figure, { title, unit, history, series }) {
   for (let m = minutes; m >= 0; m--) {
     const px = x(end - m * 60_000);
     svg.append(svgEl('line', { x1: px, x2: px, y1: top, y2: top + innerHeight, class: 'grid' }));
-    const anchor = m === minutes ? 'start' : m === 0 ? 'end' : 'middle';
+    const anchor = m === 0 ? 'end' : 'middle'; // the left margin has room for half a label, the right not
     const label = m === 0 ? 'now' : `−${m} min`;
     svg.append(svgEl('text', { x: px, y: height - 8, 'text-anchor': anchor, class: 'label' }, label));
   }
