@@ -6,9 +6,9 @@
  * and the node-control script's refusals.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { isAbsolute, join, relative } from 'node:path';
+import { basename, dirname, isAbsolute, join, relative } from 'node:path';
 import { Ajv } from 'ajv';
 import { createGenerator } from 'ts-json-schema-generator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -137,6 +137,26 @@ function mountAt(service: Service, target: string): string {
   return mount!.source;
 }
 
+/** The alert rule files the stack ships (dashboards/alerts/*.rules.yml). */
+const shippedRuleFiles = () =>
+  readdirSync(join(root, 'dashboards', 'alerts'))
+    .filter((name) => name.endsWith('.rules.yml'))
+    .map((name) => join(root, 'dashboards', 'alerts', name))
+    .sort();
+
+/**
+ * The files on this host that a `rule_files` pattern of prometheus.yml matches inside the container: its
+ * folder must be a mount, and its name may hold `*` (the only glob the shipped patterns use).
+ */
+function ruleFilesAsMounted(prometheus: Service, pattern: string): string[] {
+  const folder = mountAt(prometheus, dirname(pattern));
+  const name = new RegExp(`^${basename(pattern).replace(/[.]/g, '\\.').replace(/\*/g, '[^/]*')}$`);
+  return readdirSync(folder)
+    .filter((file) => name.test(file))
+    .map((file) => join(folder, file))
+    .sort();
+}
+
 const brokersOf = (config: Merged) =>
   Object.keys(config.services)
     .filter((name) => /^broker-\d+$/.test(name))
@@ -235,6 +255,7 @@ describe.each(PHASES)('phase %i: the merged configuration', (phase) => {
     const env = (service: string) => config.services[service]!.environment ?? {};
     expect(env('postgres').POSTGRES_PASSWORD).toBe(SECRETS.POSTGRES_PASSWORD);
     expect(env('grafana').GF_SECURITY_ADMIN_PASSWORD).toBe(SECRETS.GRAFANA_ADMIN_PASSWORD);
+    expect(env('grafana').GRAFANA_DB_PASSWORD).toBe(SECRETS.GRAFANA_DB_PASSWORD);
     expect(env('unleash').UNLEASH_DEFAULT_ADMIN_PASSWORD).toBe(SECRETS.UNLEASH_ADMIN_PASSWORD);
     expect(env('unleash').UNLEASH_SECRET).toBe(SECRETS.UNLEASH_SESSION_SECRET);
     expect(env('unleash').INIT_ADMIN_API_TOKENS).toBe(SECRETS.UNLEASH_ADMIN_TOKEN);
@@ -255,7 +276,6 @@ describe.each(PHASES)('phase %i: the merged configuration', (phase) => {
     // Secrets go through the environment, never on a command line (visible in `ps`).
     for (const [name, service] of Object.entries(config.services)) {
       const command = JSON.stringify(service.command ?? []);
-    expect(env('grafana').GRAFANA_DB_PASSWORD).toBe(SECRETS.GRAFANA_DB_PASSWORD);
       for (const secret of Object.values(SECRETS)) expect(command, `${name} command`).not.toContain(secret);
     }
   });
@@ -361,6 +381,17 @@ describe.each(PHASES)('phase %i: the merged configuration', (phase) => {
     expect(Object.keys(config.services)).toContain('audit-verifier');
   });
 
+  it("Prometheus reads exactly the shipped alert rules, where prometheus.yml's rule_files looks for them", () => {
+    const prometheus = config.services.prometheus!;
+    const main = parse(readFileSync(mountAt(prometheus, '/etc/prometheus/prometheus.yml'), 'utf8')) as {
+      rule_files?: string[];
+    };
+    expect(main.rule_files, 'rule_files in dashboards/prometheus.yml').toBeDefined();
+    const loaded = main.rule_files!.flatMap((pattern) => ruleFilesAsMounted(prometheus, pattern)).sort();
+    expect(shippedRuleFiles().length).toBeGreaterThan(0);
+    expect(loaded).toEqual(shippedRuleFiles());
+  });
+
   it('every bind mount exists; Postgres runs the init script and keeps its data in the named volume', () => {
     for (const [name, service] of Object.entries(config.services))
       for (const mount of mountsOf(service))
@@ -424,8 +455,8 @@ describe('one project for every phase', () => {
   });
 });
 
-describe("Prometheus reads each phase's targets file as the stack mounts it", () => {
-  it("a real prometheus discovers exactly the phase's brokers from it (file_sd)", async () => {
+describe("Prometheus reads each phase's targets file and the alert rules as the stack mounts them", () => {
+  it("a real prometheus discovers exactly the phase's brokers from it (file_sd) and loads every alert rule", async () => {
     const setup = spawnSync('bash', [join(root, 'scripts', 'require-packages.sh'), 'prometheus'], {
       encoding: 'utf8',
     });
@@ -446,8 +477,18 @@ describe("Prometheus reads each phase's targets file as the stack mounts it", ()
         file_sd_configs: [{ files: [file], refresh_interval: '1s' }],
       };
     });
+    // The alert rules as phase 3's stack mounts them (the same mount in every phase: checked above).
+    const shippedRules = parse(readFileSync(join(root, 'dashboards', 'prometheus.yml'), 'utf8')) as {
+      rule_files: string[];
+    };
+    const ruleFiles = shippedRules.rule_files.flatMap((pattern) =>
+      ruleFilesAsMounted(mergedConfig(3).services.prometheus!, pattern),
+    );
     const config = join(dir, 'prometheus.yml');
-    writeFileSync(config, JSON.stringify({ global: { scrape_interval: '1m' }, scrape_configs: jobs }));
+    writeFileSync(
+      config,
+      JSON.stringify({ global: { scrape_interval: '1m' }, rule_files: ruleFiles, scrape_configs: jobs }),
+    );
     const port = await freePort();
     const child = spawn(
       'prometheus',
@@ -471,6 +512,21 @@ describe("Prometheus reads each phase's targets file as the stack mounts it", ()
         },
         { timeoutMs: 30_000, intervalMs: 250, what: 'prometheus to discover the targets' },
       );
+      // Prometheus loaded every alert of the shipped rule files.
+      const rules = (await (await fetch(`http://127.0.0.1:${port}/api/v1/rules?type=alert`)).json()) as {
+        data: { groups: Array<{ file: string; rules: Array<{ name: string }> }> };
+      };
+      const alertNames = (files: string[]) =>
+        files.flatMap((file) =>
+          (
+            parse(readFileSync(file, 'utf8')) as { groups: Array<{ rules: Array<{ alert?: string }> }> }
+          ).groups
+            .flatMap((group) => group.rules.map((rule) => rule.alert))
+            .filter((name) => name !== undefined),
+        );
+      const loadedAlerts = rules.data.groups.flatMap((group) => group.rules.map((rule) => rule.name));
+      expect(loadedAlerts.length).toBeGreaterThan(0);
+      expect(loadedAlerts.sort()).toEqual(alertNames(shippedRuleFiles()).sort());
       for (const phase of PHASES) {
         const instances = found.filter((t) => t.labels.job === `phase${phase}`).map((t) => t.labels.instance);
         expect(instances.sort(), `phase ${phase}`).toEqual(
