@@ -4,7 +4,7 @@
  * bench/plots/. `--quick` (what CI runs) keeps each scenario to one short run, only to prove the scenarios
  * still work. Every process a scenario starts is SIGKILLed at the end, on failure too.
  * Scenarios: fanout (a), dms (b), dms-open (b2), db-floor (b1), retention (b3), audit (c), failover (d),
- * idle (e). `--retention-s N`: retention's run length in seconds (default 300 in a full run, 4 in --quick).
+ * idle (e), cli (f). `--retention-s N`: retention's run length in seconds (default 300 in a full run, 4 in --quick).
  * db-floor prints the closed-loop `dms` figure of the same invocation as a ratio of each floor (when both
  * ran); fanout prints each system's server CPU per delivery and ours as a ratio of it.
  */
@@ -12,6 +12,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { packageRoot } from '../broker/paths.js';
 import { benchAuditAppends } from './audit-appends.js';
+import { benchCliStartup } from './cli-startup.js';
 import { benchDbFloor } from './db-floor.js';
 import { benchDms, benchDmsOpen } from './dms.js';
 import { benchFailover } from './failover.js';
@@ -19,6 +20,7 @@ import { benchFanout } from './fanout.js';
 import { benchIdle } from './idle.js';
 import { plotCdf } from './lib/plot.js';
 import { killAll } from './lib/processes.js';
+import { round } from './lib/stats.js';
 import { benchRetention } from './retention.js';
 
 const quick = process.argv.includes('--quick');
@@ -31,6 +33,9 @@ const runs = runsIndex > 0 ? Math.max(1, Number(process.argv[runsIndex + 1]) || 
 const retentionIndex = process.argv.indexOf('--retention-s');
 const retentionSeconds =
   retentionIndex > 0 ? Math.max(1, Number(process.argv[retentionIndex + 1]) || 1) : quick ? 4 : 300;
+const beforeIndex = process.argv.indexOf('--cli-before');
+/** `--cli-before PATH`: an older build's dist/cli/main.js, timed by the `cli` scenario in the same run. */
+const cliBefore = beforeIndex > 0 ? process.argv[beforeIndex + 1] : undefined;
 const plots = join(packageRoot(), 'bench', 'plots');
 const emit = (scenario: string, result: object) =>
   console.log(JSON.stringify({ scenario, quick, ...result }));
@@ -161,6 +166,21 @@ await scenario('failover', async () => {
 
 await scenario('idle', async () => {
   emit('idle', await benchIdle({ runs, connections: quick ? 400 : 20_000 }));
+});
+
+await scenario('cli', async () => {
+  // 30 runs by default (each is a few hundred ms); --quick: 3, only to keep it working.
+  const figures = await benchCliStartup({ runs: runsIndex > 0 ? runs : quick ? 3 : 30, before: cliBefore });
+  for (const figure of figures) {
+    const before = figures.find((f) => f.binary === 'before' && f.command === figure.command);
+    emit('cli', {
+      ...figure,
+      // current ÷ before, whole process and the CLI's own share (when --cli-before was given).
+      ratioToBefore:
+        before && figure.binary === 'current' ? round(figure.medianMs / before.medianMs, 2) : null,
+      ownRatioToBefore: before && figure.binary === 'current' ? round(figure.ownMs / before.ownMs, 2) : null,
+    });
+  }
 });
 
 process.exitCode = failed ? 1 : 0;

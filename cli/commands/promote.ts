@@ -1,7 +1,9 @@
 import { userInfo } from 'node:os';
 import { defineCommand, type OptionSpec, type Parsed, UsageError } from '../args.js';
 import { resolveEnvironment } from '../environments/environment.js';
-import { promote, rollback } from '../promotion/promote.js';
+import { type PromotionOutcome, promote, rollback, type SmokeRun } from '../promotion/promote.js';
+import { junitPathOption, type TestCase, type TestSuite, writeJunitFile } from '../report/junit.js';
+import { type CheckResult, formatResult, junitCase } from '../smoke/run.js';
 
 function environmentOption(name: string | undefined) {
   if (!name) throw new UsageError('needs --env E');
@@ -45,6 +47,7 @@ export const promoteCommand = defineCommand({
   about: `Health, smoke, flip to phase N's flags, smoke again; roll back on failure. Prints each step and check as
 it finishes; exit 0 when promoted, 1 when blocked (nothing changed) or rolled back, naming the check.`,
   options: PROMOTE_OPTIONS,
+  jsonErrors: true,
   run: runPromoteCommand,
 });
 
@@ -52,22 +55,102 @@ async function runPromoteCommand({ values, positionals }: Parsed<typeof PROMOTE_
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
   if (values.to === undefined || !/^[0-4]$/.test(values.to))
     throw new UsageError('--to must be 0, 1, 2, 3 or 4');
+  const junit = junitPathOption(values.junit);
   const environment = environmentOption(values.env);
-  const outcome = await promote({
-    environment,
-    to: Number(values.to),
-    actor: values.actor ?? process.env.WORKBENCH_ACTOR ?? userInfo().username,
-    requirePassedIn: values['require-passed-in'],
-    expectationsFile: values.expectations,
-    log: (line) => console.log(line),
-  });
+  const to = Number(values.to);
+  const started = Date.now();
+  const elapsedMs = () => Date.now() - started;
+  // --json: JSON lines (a step, a check, the outcome), each as it happens (docs/promotion.md).
+  const out = values.json ? (event: object) => console.log(JSON.stringify(event)) : undefined;
+  const stamp = () => `[${(elapsedMs() / 1000).toFixed(1).padStart(6)} s]`;
+  // Each smoke run's results, for --junit: a testsuite per run.
+  const runs: Array<SmokeRun & { timestamp: string; results: CheckResult[] }> = [];
+  let outcome: PromotionOutcome | undefined;
+  let error: unknown;
+  try {
+    outcome = await promote({
+      environment,
+      to,
+      actor: values.actor ?? process.env.WORKBENCH_ACTOR ?? userInfo().username,
+      requirePassedIn: values['require-passed-in'],
+      expectationsFile: values.expectations,
+      log: (line) =>
+        out
+          ? out({ type: 'step', message: line, elapsedMs: elapsedMs() })
+          : console.log(`${stamp()} ${line}`),
+      onCheck: (run, result) => {
+        let current = runs.at(-1);
+        if (current?.phase !== run.phase || current.when !== run.when) {
+          current = { ...run, timestamp: new Date().toISOString(), results: [] };
+          runs.push(current);
+        }
+        current.results.push(result);
+        if (out) out({ type: 'check', phase: run.phase, when: run.when, ...result, elapsedMs: elapsedMs() });
+        else console.log(`${stamp()} ${formatResult(result)}`);
+      },
+    });
+  } catch (caught) {
+    error = caught;
+    throw caught;
+  } finally {
+    if (junit) writeJunitFile(junit, promotionSuites(environment.name, to, runs, started, outcome, error));
+  }
   const check = outcome.failedCheck ? ` (check ${outcome.failedCheck})` : '';
-  console.log(
-    outcome.status === 'promoted'
-      ? `promoted ${environment.name} from phase ${outcome.from} to phase ${values.to}`
-      : `${outcome.status === 'blocked' ? 'blocked, nothing changed' : 'rolled back to the previous flags'}: ${outcome.reason}${check}`,
-  );
+  if (out)
+    out({
+      type: 'outcome',
+      environment: environment.name,
+      to,
+      ...outcome,
+      elapsedMs: elapsedMs(),
+    });
+  else
+    console.log(
+      outcome.status === 'promoted'
+        ? `promoted ${environment.name} from phase ${outcome.from} to phase ${to}`
+        : `${outcome.status === 'blocked' ? 'blocked, nothing changed' : 'rolled back to the previous flags'}: ${outcome.reason}${check}`,
+    );
   return outcome.status === 'promoted' ? 0 : 1;
+}
+
+/**
+ * A promotion as JUnit: a testsuite per smoke run (the phase's checks before the flip, the target's after)
+ * and one named for the promotion whose one case, `promotion`, fails unless it was promoted (blocked,
+ * rolled back, or an error), saying why.
+ */
+function promotionSuites(
+  environment: string,
+  to: number,
+  runs: Array<SmokeRun & { timestamp: string; results: CheckResult[] }>,
+  started: number,
+  outcome: PromotionOutcome | undefined,
+  error: unknown,
+): TestSuite[] {
+  const suites: TestSuite[] = runs.map((run) => ({
+    name: `promote ${environment}: phase ${run.phase} ${run.when} the flip`,
+    timestamp: run.timestamp,
+    cases: run.results.map((result) =>
+      junitCase(result, `promote.${environment}.phase${run.phase}.${run.when}`),
+    ),
+  }));
+  const base = { name: 'promotion', classname: `promote.${environment}`, ms: Date.now() - started };
+  const promotion: TestCase =
+    outcome?.status === 'promoted'
+      ? { ...base, status: 'passed', detail: `promoted from phase ${outcome.from} to phase ${to}` }
+      : {
+          ...base,
+          status: 'failed',
+          type: outcome?.status ?? 'error',
+          message: outcome
+            ? `${outcome.status === 'blocked' ? 'blocked, nothing changed' : 'rolled back to the previous flags'}: ${outcome.reason}${outcome.failedCheck ? ` (check ${outcome.failedCheck})` : ''}`
+            : `promote failed: ${(error as Error)?.message}`,
+        };
+  suites.push({
+    name: `promote ${environment} to phase ${to}`,
+    timestamp: new Date(started).toISOString(),
+    cases: [promotion],
+  });
+  return suites;
 }
 
 /** `workbench rollback --env E`: back to the phase before the last promotion. */

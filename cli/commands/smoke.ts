@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import { packageRoot } from '../../broker/paths.js';
 import { defineCommand, type OptionSpec, type Parsed, UsageError } from '../args.js';
 import { resolveEnvironment } from '../environments/environment.js';
-import { CHECK_NAMES, type Expectations, formatResult, runSmoke } from '../smoke/run.js';
+import { junitPathOption, writeJunitFile } from '../report/junit.js';
+import { CHECK_NAMES, type Expectations, formatResult, junitCase, runSmoke } from '../smoke/run.js';
 
 /**
  * `workbench smoke --phase N [--env E] [--expectations FILE] [--only A,B]`: runs the smoke checks
@@ -33,6 +34,7 @@ export const smokeCommand = defineCommand({
 --env E: environments/E.json in the working directory, else the local cluster (whose environment must
 then be E); without --env, the local cluster.`,
   options: OPTIONS,
+  jsonErrors: true,
   run: runSmokeCommand,
 });
 
@@ -44,20 +46,51 @@ async function runSmokeCommand({ values, positionals }: Parsed<typeof OPTIONS>):
   const unknown = only?.find((name) => !CHECK_NAMES.includes(name));
   if (unknown !== undefined)
     throw new UsageError(`unknown check "${unknown}"; the checks: ${CHECK_NAMES.join(', ')}`);
+  const junit = junitPathOption(values.junit);
   const environment = resolveEnvironment(values.env);
   const file =
     values.expectations ?? join(packageRoot(), 'phases', `phase${values.phase}`, 'expectations.json');
   const expectations = JSON.parse(readFileSync(file, 'utf8')) as Expectations;
-  console.log(
-    `smoke: phase ${values.phase} expectations against ${environment.name} (${environment.target.nodes.length} nodes behind ${environment.target.lbUrl})`,
+  const started = Date.now();
+  const timestamp = new Date(started).toISOString();
+  const elapsedMs = () => Date.now() - started;
+  // --json: JSON lines, one per check as it finishes, then the summary (docs/promotion.md); else text lines.
+  const out = values.json ? (event: object) => console.log(JSON.stringify(event)) : undefined;
+  const header = {
+    phase: Number(values.phase),
+    environment: environment.name,
+    lbUrl: environment.target.lbUrl,
+    nodes: environment.target.nodes.length,
+  };
+  if (out) out({ type: 'start', ...header, checks: only ?? CHECK_NAMES });
+  else
+    console.log(
+      `smoke: phase ${header.phase} expectations against ${header.environment} (${header.nodes} nodes behind ${header.lbUrl})`,
+    );
+  const results = await runSmoke(environment.target, expectations, only, (result) =>
+    out ? out({ type: 'check', ...result, elapsedMs: elapsedMs() }) : console.log(formatResult(result)),
   );
-  const results = await runSmoke(environment.target, expectations, only);
-  for (const result of results) console.log(formatResult(result));
   const unmet = results.filter((r) => !r.met);
-  console.log(
-    unmet.length === 0
-      ? 'smoke: every expectation met'
-      : `smoke: ${unmet.length} expectation(s) not met: ${unmet.map((r) => r.name).join(', ')}`,
-  );
+  if (junit)
+    writeJunitFile(junit, [
+      {
+        name: `smoke phase ${header.phase} (${header.environment})`,
+        timestamp,
+        cases: results.map((result) => junitCase(result, `smoke.phase${header.phase}`)),
+      },
+    ]);
+  if (out)
+    out({
+      type: 'summary',
+      met: unmet.length === 0,
+      unmet: unmet.map((r) => r.name),
+      elapsedMs: elapsedMs(),
+    });
+  else
+    console.log(
+      unmet.length === 0
+        ? `smoke: every expectation met (${results.length} checks in ${(elapsedMs() / 1000).toFixed(1)} s)`
+        : `smoke: ${unmet.length} expectation(s) not met: ${unmet.map((r) => r.name).join(', ')}`,
+    );
   return unmet.length === 0 ? 0 : 1;
 }

@@ -25,6 +25,14 @@ export interface PromotionOptions {
   /** The target phase's expectations, when not the phase folder's. */
   expectationsFile?: string;
   log: (line: string) => void;
+  /** Each smoke check's result as soon as it is done: the phase's checks before the flip, the target's after. */
+  onCheck?: (run: SmokeRun, result: CheckResult) => void;
+}
+
+/** One of a promotion's two smoke runs. */
+export interface SmokeRun {
+  phase: number;
+  when: 'before' | 'after';
 }
 
 export interface PromotionOutcome {
@@ -50,8 +58,17 @@ export async function currentPhase(pool: Pool, environment: string, fallback: nu
   return result.rows[0]?.phase ?? fallback;
 }
 
-async function smoke(pool: Pool, environment: Environment, phase: number, expectations: Expectations) {
-  const results = await runSmoke(environment.target, expectations);
+async function smoke(
+  pool: Pool,
+  environment: Environment,
+  run: SmokeRun,
+  expectations: Expectations,
+  onCheck: PromotionOptions['onCheck'],
+) {
+  const { phase } = run;
+  const results = await runSmoke(environment.target, expectations, undefined, (result) =>
+    onCheck?.(run, result),
+  );
   const passed = results.every((r) => r.met);
   await pool.query('INSERT INTO smoke_runs (environment, phase, passed, results) VALUES ($1, $2, $3, $4)', [
     environment.name,
@@ -169,7 +186,13 @@ export async function promote(options: PromotionOptions): Promise<PromotionOutco
         return await block(`policy: phase ${to} has not passed in ${requirePassedIn} yet`);
     }
     log(`checking phase ${from} before the flip`);
-    const before = await smoke(pool, environment, from, expectationsOf(from));
+    const before = await smoke(
+      pool,
+      environment,
+      { phase: from, when: 'before' },
+      expectationsOf(from),
+      options.onCheck,
+    );
     if (!before.passed) return await block(`phase ${from} checks do not hold`, before.failed?.name);
 
     const previous = await environment.flags.read();
@@ -180,7 +203,13 @@ export async function promote(options: PromotionOptions): Promise<PromotionOutco
       log(`applying the phase ${to} flag preset and waiting for every node`);
       await applyPreset(pool, environment, phasePreset(to), actor);
       log(`checking phase ${to} after the flip`);
-      const after = await smoke(pool, environment, to, expectationsOf(to, options.expectationsFile));
+      const after = await smoke(
+        pool,
+        environment,
+        { phase: to, when: 'after' },
+        expectationsOf(to, options.expectationsFile),
+        options.onCheck,
+      );
       if (!after.passed)
         failure = {
           failedCheck: after.failed?.name,

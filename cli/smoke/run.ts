@@ -5,6 +5,7 @@
  * failure that passes is reported too, so the matrix stays honest.
  */
 import type { FlagKey } from '../../flags/registry.js';
+import type { TestCase } from '../report/junit.js';
 import { type Check, rowOf } from './check.js';
 import { CHECKS, CheckFailed } from './checks.js';
 import { NotApplicable, SkippedByEnvironment, SmokeContext, type SmokeTarget } from './context.js';
@@ -77,11 +78,15 @@ export const CHECK_NAMES = CHECKS.map((check) => check.name);
 export const CHECK_INVENTORY: ReadonlyArray<{ name: string; flag: FlagKey | null; needsControl: boolean }> =
   CHECKS.map(({ name, flag, needsControl }) => ({ name, flag, needsControl }));
 
-/** Runs the checks (all, or the ones named in `only`) in order, each against its expectation. */
+/**
+ * Runs the checks (all, or the ones named in `only`) in order, each against its expectation; `onResult`
+ * hears each result as soon as its check is done (the CLI prints it then, not at the end).
+ */
 export async function runSmoke(
   target: SmokeTarget,
   expectations: Expectations,
   only?: string[],
+  onResult: (result: CheckResult) => void = () => {},
 ): Promise<CheckResult[]> {
   const results: CheckResult[] = [];
   for (const check of CHECKS.filter((c) => !only || only.includes(c.name))) {
@@ -98,7 +103,7 @@ export async function runSmoke(
         : expected === 'n/a'
           ? outcome !== 'fail'
           : outcome === 'pass');
-    results.push({
+    const result: CheckResult = {
       name: check.name,
       flag: check.flag,
       row: rowOf(check),
@@ -110,7 +115,9 @@ export async function runSmoke(
         outcome === 'fail' && expected === 'expected-fail'
           ? (expectations.checks[check.name]?.gap ?? detail)
           : detail,
-    });
+    };
+    results.push(result);
+    onResult(result);
   }
   return results;
 }
@@ -129,4 +136,44 @@ export function formatResult(result: CheckResult): string {
   const mark = result.met ? ' ' : '!';
   const why = result.detail ? `: ${result.detail}` : '';
   return `${mark} ${label.padEnd(13)} ${result.name.padEnd(27)} ${String(result.ms).padStart(6)} ms  ${result.row}${why}`;
+}
+
+/**
+ * A check's result as a JUnit test case (cli/report/junit.ts): judged by its expectation, as the exit code
+ * is. A met expectation passes, an expected failure that fails included (the gap it documents is in its
+ * output); `n/a` and `skipped` are skipped; an unmet one fails: a check that failed, or an expected failure
+ * that passed ("missed": the gap is gone and the expectations need updating), or one that could not run
+ * where it had to pass.
+ */
+export function junitCase(result: CheckResult, classname: string): TestCase {
+  const base = { name: result.name, classname, ms: result.ms };
+  const detail = `${result.row}${result.detail ? `: ${result.detail}` : ''}`;
+  if (result.met) {
+    if (result.outcome === 'n/a' || result.outcome === 'skipped')
+      return { ...base, status: 'skipped', message: `${result.outcome}: ${result.detail || result.row}` };
+    return {
+      ...base,
+      status: 'passed',
+      detail: result.outcome === 'fail' ? `expected failure (a gap of this phase): ${detail}` : detail,
+    };
+  }
+  // Unmet, an expected failure can only have passed (n/a and skipped meet it).
+  if (result.expected === 'expected-fail')
+    return {
+      ...base,
+      status: 'failed',
+      type: 'missed-expected-failure',
+      message: 'expected to fail (a gap of this phase), but passed: the gap is gone, update the expectations',
+      detail,
+    };
+  return {
+    ...base,
+    status: 'failed',
+    type: result.outcome === 'fail' ? 'check-failed' : `unexpected-${result.outcome}`,
+    message:
+      result.outcome === 'fail'
+        ? result.detail || `${result.name} failed`
+        : `${result.outcome} where ${result.expected} was expected${result.detail ? `: ${result.detail}` : ''}`,
+    detail,
+  };
 }
