@@ -359,7 +359,7 @@ export class Gateway {
 }
 
 /** A reply as sent, with its `rid`; one past MAX_REPLY_BYTES is refused rather than buffered for the peer. */
-function serializeReply(reply: ReplyFrame, rid: string | undefined): string {
+export function serializeReply(reply: ReplyFrame, rid: string | undefined): string {
   const text = JSON.stringify(rid === undefined ? reply : { ...reply, rid });
   if (text.length > MAX_REPLY_BYTES)
     throw new ProtocolError('too_large', `the reply would exceed ${MAX_REPLY_BYTES} bytes; ask for less`);
