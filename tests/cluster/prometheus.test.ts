@@ -5,6 +5,7 @@ import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packageRoot } from '../../broker/paths.js';
 import { phasePreset } from '../../flags/registry.js';
+import { alertRuleFiles, alertRules, metricSelectors } from '../helpers/alert-rules.js';
 import { TestCluster } from '../helpers/cluster.js';
 import { helloFrame } from '../helpers/hello.js';
 import { closeAllClients, connectPeer } from '../helpers/mesh.js';
@@ -114,6 +115,9 @@ describe('the Grafana dashboard against a real Prometheus scraping a local clust
         'global:',
         '  scrape_interval: 1s',
         '  evaluation_interval: 1s',
+        // The shipped alert rules, evaluated against this cluster (the last test below).
+        'rule_files:',
+        ...alertRuleFiles().map((file) => `  - ${JSON.stringify(file)}`),
         'scrape_configs:',
         '  - job_name: mesh-broker',
         '    static_configs:',
@@ -230,4 +234,57 @@ describe('the Grafana dashboard against a real Prometheus scraping a local clust
       );
     });
   }, 90_000);
+
+  it('evaluates every alert rule of dashboards/alerts without error, reads only series the cluster has, and fires none', async () => {
+    const query = async (expr: string) => {
+      const response = await fetch(`${prometheusUrl}/api/v1/query?query=${encodeURIComponent(expr)}`);
+      const body = (await response.json()) as {
+        status: string;
+        error?: string;
+        data?: { result: unknown[] };
+      };
+      if (body.status !== 'success') throw new Error(`${expr}: ${body.error}`);
+      return body.data!.result;
+    };
+    const alerts = alertRules();
+    // Every series a rule reads exists (with its label matchers): a misspelt metric or label value would make
+    // the rule silently never fire. The traffic of the test above made the verifier's per-mesh series.
+    const missing: string[] = [];
+    await waitFor(
+      async () => {
+        missing.length = 0;
+        for (const { alert, expr } of alerts)
+          for (const selector of metricSelectors(expr))
+            if ((await query(`count(${selector})`)).length === 0) missing.push(`${alert}: ${selector}`);
+        return missing.length === 0;
+      },
+      { timeoutMs: 20_000, intervalMs: 1000, what: 'every series the alert rules read' },
+    ).catch((error) => {
+      throw new Error(`${(error as Error).message}\nno series:\n  ${missing.join('\n  ')}`);
+    });
+    // Prometheus loaded and evaluated each rule (1 s evaluation interval) without an error.
+    const evaluated = await waitFor(
+      async () => {
+        const response = await fetch(`${prometheusUrl}/api/v1/rules?type=alert`);
+        const body = (await response.json()) as {
+          data: {
+            groups: Array<{
+              rules: Array<{ name: string; health: string; lastError?: string; lastEvaluation: string }>;
+            }>;
+          };
+        };
+        const rules = body.data.groups.flatMap((group) => group.rules);
+        return rules.every((rule) => !rule.lastEvaluation.startsWith('0001')) ? rules : undefined;
+      },
+      { timeoutMs: 10_000, what: 'an evaluation of every alert rule' },
+    );
+    expect(evaluated.map((rule) => rule.name).sort()).toEqual(alerts.map((a) => a.alert).sort());
+    for (const rule of evaluated)
+      expect(`${rule.name}: ${rule.health} ${rule.lastError ?? ''}`).toBe(`${rule.name}: ok `);
+    // A healthy cluster: nothing firing, nothing pending.
+    const active = (await (await fetch(`${prometheusUrl}/api/v1/alerts`)).json()) as {
+      data: { alerts: Array<{ labels: Record<string, string>; state: string }> };
+    };
+    expect(active.data.alerts.map((a) => `${a.labels.alertname} ${a.state}`)).toEqual([]);
+  }, 60_000);
 });
