@@ -12,9 +12,11 @@
  * state-changing request must also come from the console's own origin (same-origin.ts), and no other page
  * may frame this one (a framed flip button could be clicked through a decoy).
  */
+
 import { timingSafeEqual } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { packageRoot } from '../../broker/paths.js';
@@ -33,41 +35,23 @@ export interface ConsoleBackend {
 }
 
 const STATIC = join(packageRoot(), 'cli', 'console', 'static');
-const DIST = join(packageRoot(), 'dist');
-
 /**
- * The compiled SDK files the browser peer loads (under dist/, served at `/sdk/…`): client.js and what
- * it imports by value, with keys.js mapped to keys.webcrypto.js (peer.html's import map). Type-only
- * imports are erased, so protocol/frames.js (and zod) are not among them; tests/unit/protocol-boundaries
- * checks this list against the sources.
+ * The peer SDK's browser build (@mesh-broker/sdk/browser: one ES module, client/vite.browser.config.ts),
+ * the file a peer page of any web site would load. Resolved by Node's own resolver, not vitest's, so a
+ * test run serves the built module too, never the TypeScript source.
  */
-export const BROWSER_SDK_FILES = [
-  'client/client.js',
-  'client/dedup.js',
-  'client/emitter.js',
-  'client/keys.webcrypto.js',
-  'protocol/errors.js',
-  'protocol/hello-message.js',
-] as const;
+const BROWSER_SDK = createRequire(import.meta.url).resolve('@mesh-broker/sdk/browser');
 
 /**
- * Files served as they are: the pages, and for the peer page the compiled SDK (dist/) plus two shims
- * that stand in for the SDK's Node imports (`ws`, `node:crypto`). A fixed list, so no path from a URL
- * ever reaches the file system.
+ * Files served as they are: the pages, and for the peer page the SDK's browser build. A fixed list, so
+ * no path from a URL ever reaches the file system.
  */
 const FILES: Record<string, { path: string; type: string }> = {
   '/console.js': { path: join(STATIC, 'console.js'), type: 'text/javascript' },
   '/console.css': { path: join(STATIC, 'console.css'), type: 'text/css' },
   '/peer': { path: join(STATIC, 'peer.html'), type: 'text/html' },
   '/peer.js': { path: join(STATIC, 'peer.js'), type: 'text/javascript' },
-  '/sdk/shims/ws.js': { path: join(STATIC, 'shims', 'ws.js'), type: 'text/javascript' },
-  '/sdk/shims/node-crypto.js': { path: join(STATIC, 'shims', 'node-crypto.js'), type: 'text/javascript' },
-  ...Object.fromEntries(
-    BROWSER_SDK_FILES.map((file) => [
-      `/sdk/${file}`,
-      { path: join(DIST, ...file.split('/')), type: 'text/javascript' },
-    ]),
-  ),
+  '/sdk/mesh-sdk.js': { path: BROWSER_SDK, type: 'text/javascript' },
 };
 
 const COOKIE = 'wb_console_key';

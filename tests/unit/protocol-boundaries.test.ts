@@ -2,14 +2,13 @@
  * The protocol boundary, read from the sources: `protocol/` is the one module that both the broker's rows
  * and the peer SDK import. It depends on nothing of the project; the SDK depends on nothing but it; the
  * rows reach the router through its contract (protocol/routes.ts), never through the gateway; and the
- * browser build of the SDK loads what the console serves, without zod.
+ * SDK's browser build reaches no package but the two Node imports its build swaps, and not zod.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 import { packageRoot } from '../../broker/paths.js';
-import { BROWSER_SDK_FILES } from '../../cli/console/server.js';
 
 const ROOT = packageRoot();
 
@@ -101,8 +100,10 @@ describe('the peer SDK', () => {
     ).toEqual([]);
   });
 
-  it('in a browser loads exactly the files the console serves, and no package but the two shims', () => {
-    // peer.html's import map: `ws` and `node:crypto` are shims, and keys.js is keys.webcrypto.js.
+  it('in a browser reaches no package but the two its build swaps (ws, node:crypto), and no zod', () => {
+    // client/vite.browser.config.ts swaps `ws` and `node:crypto` for browser stand-ins and keys.js for
+    // keys.webcrypto.ts; anything else the browser entry reached by value would end up in (or be missing
+    // from) dist/browser/mesh-sdk.js, the one module a page loads.
     const reached = new Set<string>();
     const packages = new Set<string>();
     const visit = (file: string) => {
@@ -114,11 +115,12 @@ describe('the peer SDK', () => {
         else visit(imported.target);
       }
     };
-    visit('client/client.ts');
+    visit('client/index.browser.ts');
     expect([...packages].sort()).toEqual(['node:crypto', 'ws']);
-    expect([...reached].map((file) => file.replace(/\.ts$/, '.js')).sort()).toEqual(
-      [...BROWSER_SDK_FILES].sort(),
-    );
+    expect(
+      [...reached].filter((file) => !file.startsWith('client/') && !file.startsWith('protocol/')),
+    ).toEqual([]);
+    expect(reached.has('protocol/frames.ts')).toBe(false); // type-only: zod stays out of the browser
   });
 });
 

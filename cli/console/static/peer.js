@@ -1,5 +1,5 @@
-// A browser peer through the load balancer, with the SDK itself (see the import map in peer.html).
-import { MeshClient } from '/sdk/client/client.js';
+// A browser peer through the load balancer, with the SDK's browser build (@mesh-broker/sdk/browser).
+import { MeshClient } from '/sdk/mesh-sdk.js';
 
 const $ = (id) => document.querySelector(`[data-testid="${id}"]`);
 const params = new URLSearchParams(location.search);
