@@ -93,7 +93,7 @@ async function assembleNode(
   metrics: BrokerMetrics,
   infrastructure: Infrastructure,
 ): Promise<BrokerNode> {
-  const { pool, redis, subscriber, bus } = infrastructure;
+  const { pool, redis, pubsub, bus } = infrastructure;
   const connections = new ConnectionRegistry();
   const directory = new Directory(pool);
   const messages = new MessageStore(pool, {
@@ -232,7 +232,7 @@ async function assembleNode(
       name: 'flag pushes',
       // A connection of its own (subscriber mode), queueing the subscribe until it is connected.
       start: async () =>
-        subscribeRefresh(subscriber, config.redisKeyPrefix, config.flagsEnv, () => flags.refresh()).catch(
+        subscribeRefresh(pubsub, config.redisKeyPrefix, config.flagsEnv, () => flags.refresh()).catch(
           (error) => log.warn({ err: error }, 'flags: no push subscription (the poll still applies changes)'),
         ),
     },

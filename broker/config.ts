@@ -6,6 +6,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { defaultFlagsDir } from '../flags/file-store.js';
 import { packageRoot } from './paths.js';
+import { parseRedisClusterNodes, type RedisClusterNode } from './redis/cluster-nodes.js';
 
 export interface BrokerConfig {
   databaseUrl: string;
@@ -17,6 +18,11 @@ export interface BrokerConfig {
   redisUrl: string;
   /** Prefix of every Redis key this node writes, so several clusters can share one Redis. */
   redisKeyPrefix: string;
+  /**
+   * Seed nodes of a Redis Cluster (REDIS_CLUSTER_NODES); set, the node uses the cluster instead of REDIS_URL's
+   * single Redis (sharded pub/sub, hash-tagged keys: docs/redis-cluster.md).
+   */
+  redisClusterNodes: RedisClusterNode[] | undefined;
   host: string;
   port: number;
   nodeId: string;
@@ -155,6 +161,16 @@ function bool(env: Env, name: string, fallback: boolean): boolean {
   throw new ConfigError(name, `must be true or false, got "${raw}"`);
 }
 
+function clusterNodes(env: Env): RedisClusterNode[] | undefined {
+  const raw = env.REDIS_CLUSTER_NODES;
+  if (raw === undefined) return undefined;
+  try {
+    return parseRedisClusterNodes(raw);
+  } catch (error) {
+    throw new ConfigError('REDIS_CLUSTER_NODES', (error as Error).message);
+  }
+}
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 /** Every variable the broker reads, with its default; the README's configuration table mirrors this. */
@@ -197,6 +213,7 @@ export function loadConfig(env: Env = process.env): BrokerConfig {
     startupDbWaitMs: int(env, 'STARTUP_DB_WAIT_MS', 60_000, 0, 3_600_000),
     redisUrl: url(env, 'REDIS_URL', 'redis://127.0.0.1:6379', ['redis:', 'rediss:']),
     redisKeyPrefix: str(env, 'REDIS_KEY_PREFIX', 'mesh:'),
+    redisClusterNodes: clusterNodes(env),
     host: str(env, 'HOST', '127.0.0.1'),
     port,
     nodeId,

@@ -1,21 +1,25 @@
 /**
  * The "refresh now" push: `workbench flags set` publishes on the environment's channel after changing
  * the provider; every node subscribed re-reads its provider at once. A hint only: the provider's own
- * poll still brings a node that missed it up to date.
+ * poll still brings a node that missed it up to date. On a Redis Cluster the channel is a sharded one
+ * (broker/redis/pubsub.ts), so the publisher must be a cluster client too (REDIS_CLUSTER_NODES).
  */
-import { Redis } from 'ioredis';
+
+import { createOneShotClient, type RedisClient } from '../broker/redis/clients.js';
+import type { RedisClusterNode } from '../broker/redis/cluster-nodes.js';
+import { type PubSub, publishOn } from '../broker/redis/pubsub.js';
 
 export function refreshChannel(redisKeyPrefix: string, environment: string): string {
   return `${redisKeyPrefix}flags:refresh:${environment}`;
 }
 
 export async function publishRefresh(
-  redis: Redis,
+  redis: RedisClient,
   redisKeyPrefix: string,
   environment: string,
   reason: object,
 ) {
-  return redis.publish(refreshChannel(redisKeyPrefix, environment), JSON.stringify(reason));
+  return publishOn(redis, refreshChannel(redisKeyPrefix, environment), JSON.stringify(reason));
 }
 
 /**
@@ -23,15 +27,11 @@ export async function publishRefresh(
  * or undefined when Redis did not answer (the nodes' poll is the backstop).
  */
 export async function pushRefreshOnce(
-  push: { redisUrl: string; keyPrefix: string },
+  push: { redisUrl: string; keyPrefix: string; clusterNodes?: RedisClusterNode[] | undefined },
   environment: string,
   reason: object,
 ): Promise<number | undefined> {
-  const redis = new Redis(push.redisUrl, {
-    lazyConnect: true,
-    maxRetriesPerRequest: 1,
-    enableOfflineQueue: false,
-  });
+  const redis = createOneShotClient({ url: push.redisUrl, clusterNodes: push.clusterNodes });
   redis.on('error', () => {});
   try {
     await redis.connect();
@@ -43,18 +43,18 @@ export async function pushRefreshOnce(
   }
 }
 
-/** Subscribes a dedicated connection; calls `onRefresh` for every push, and again after a reconnect. */
+/** Subscribes the node's pub/sub; calls `onRefresh` for every push, and again after a reconnect. */
 export async function subscribeRefresh(
-  subscriber: Redis,
+  pubsub: PubSub,
   redisKeyPrefix: string,
   environment: string,
   onRefresh: () => void,
 ): Promise<void> {
   const channel = refreshChannel(redisKeyPrefix, environment);
-  subscriber.on('message', (received: string) => {
+  pubsub.onMessage((received) => {
     if (received === channel) onRefresh();
   });
   // A push sent while disconnected is lost: read the provider again whenever the connection returns.
-  subscriber.on('ready', () => onRefresh());
-  await subscriber.subscribe(channel);
+  pubsub.onResubscribed(() => onRefresh());
+  await pubsub.subscribe(channel);
 }

@@ -9,9 +9,11 @@
  * - a node channel, which each node always subscribes to (requests to one node: MCP calls, kicks).
  * A node never handles its own publications (they carry its id). Publishing never waits for Redis to come
  * back: with Redis down it returns false at once, counted in `mesh_broker_bus_publish_failures_total`.
+ * On a Redis Cluster the channels are sharded (redis/pubsub.ts): each one lives on the master that owns its
+ * slot, so the meshes' traffic spreads over the masters (docs/redis-cluster.md).
  */
-import type { Redis } from 'ioredis';
 import type { Logger } from '../log.js';
+import type { PubSub } from '../redis/pubsub.js';
 import type { BusHandler, BusKind, BusMessage, BusPayloads, BusRelay } from './messages.js';
 
 /** Detaches what was attached. */
@@ -20,10 +22,8 @@ export type Unsubscribe = () => void;
 type Envelope = BusMessage & { from: string };
 
 export interface BusOptions {
-  /** The node's main client (publishing; no offline queue). */
-  publisher: Redis;
-  /** A dedicated connection in subscriber mode (ioredis resubscribes it after a reconnect). */
-  subscriber: Redis;
+  /** Publishing over the node's main client (no offline queue), listening on a dedicated connection. */
+  pubsub: PubSub;
   prefix: string;
   nodeId: string;
   log: Logger;
@@ -38,8 +38,8 @@ export class Bus {
   private wasReady = false;
 
   constructor(private readonly options: BusOptions) {
-    options.subscriber.on('message', (channel: string, text: string) => this.receive(channel, text));
-    options.subscriber.on('ready', () => {
+    options.pubsub.onMessage((channel, text) => this.receive(channel, text));
+    options.pubsub.onResubscribed(() => {
       // After a reconnect, whatever was published meanwhile is lost: modules run their catch-up.
       if (this.wasReady) for (const listener of this.reconnectListeners) listener();
       this.wasReady = true;
@@ -47,7 +47,7 @@ export class Bus {
   }
 
   async start(): Promise<void> {
-    await this.options.subscriber.subscribe(this.nodeChannel(this.options.nodeId)).catch((error) => {
+    await this.options.pubsub.subscribe(this.nodeChannel(this.options.nodeId)).catch((error) => {
       this.options.log.warn({ err: error }, 'bus: could not subscribe the node channel yet');
     });
   }
@@ -79,7 +79,7 @@ export class Bus {
     const count = this.meshes.get(meshId) ?? 0;
     this.meshes.set(meshId, count + 1);
     if (count === 0) {
-      this.options.subscriber.subscribe(this.meshChannel(meshId)).catch((error) => {
+      this.options.pubsub.subscribe(this.meshChannel(meshId)).catch((error) => {
         this.options.log.warn(
           { err: error, meshId },
           'bus: mesh subscribe failed (the periodic delivery check covers it)',
@@ -92,7 +92,7 @@ export class Bus {
     const count = this.meshes.get(meshId) ?? 0;
     if (count <= 1) {
       this.meshes.delete(meshId);
-      this.options.subscriber.unsubscribe(this.meshChannel(meshId)).catch(() => {});
+      this.options.pubsub.unsubscribe(this.meshChannel(meshId)).catch(() => {});
     } else {
       this.meshes.set(meshId, count - 1);
     }
@@ -106,9 +106,8 @@ export class Bus {
     return this.publish(this.nodeChannel(nodeId), { kind, payload } as BusMessage);
   }
 
-  async close(): Promise<void> {
-    this.options.subscriber.disconnect();
-  }
+  /** The connections are the infrastructure's, closed there. */
+  async close(): Promise<void> {}
 
   private meshChannel(meshId: string): string {
     return `${this.options.prefix}bus:mesh:${meshId}`;
@@ -122,7 +121,7 @@ export class Bus {
     const envelope: Envelope = { from: this.options.nodeId, ...message };
     const { kind } = message;
     try {
-      await this.options.publisher.publish(channel, JSON.stringify(envelope));
+      await this.options.pubsub.publish(channel, JSON.stringify(envelope));
       return true;
     } catch (error) {
       this.options.onPublishFailure();

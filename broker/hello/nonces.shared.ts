@@ -1,5 +1,5 @@
-import type { Redis } from 'ioredis';
 import type { Logger } from '../log.js';
+import type { RedisClient } from '../redis/clients.js';
 import type { RedisGuard } from '../redis/guard.js';
 import type { NonceGuard } from './nonces.js';
 
@@ -13,7 +13,7 @@ export class SharedNonceGuard implements NonceGuard {
   private fallingBack = false;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly guard: RedisGuard,
     private readonly windowMs: number,
     private readonly fallback: NonceGuard,

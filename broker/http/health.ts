@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
-import type { Redis } from 'ioredis';
 import type { Pool } from '../db/pool.js';
 import type { BrokerMetrics } from '../metrics.js';
+import type { RedisClient } from '../redis/clients.js';
 
 const CHECK_TIMEOUT_MS = 2000;
 
@@ -20,7 +20,7 @@ async function within<T>(promise: Promise<T>, ms: number): Promise<T> {
 export interface HealthOptions {
   nodeId: string;
   pool: Pool;
-  redis: Redis;
+  redis: RedisClient;
   metrics: BrokerMetrics;
   draining: () => boolean;
   /** Whether this node runs the cluster's background work (false on a phase-1 standby). */

@@ -1,14 +1,17 @@
-import type { Redis } from 'ioredis';
 import type { Logger } from '../log.js';
+import type { RedisClient } from '../redis/clients.js';
 import type { RedisGuard } from '../redis/guard.js';
 import type { ConnectionCap } from './connection-cap.js';
 import type { LocalConnectionCap } from './connection-cap.local.js';
 
 /**
- * Counts a mesh's sessions over every node: `cap:<mesh>:nodes` lists the nodes that hold some, and
- * `cap:<mesh>:<node>` is one node's part, a set of session ids that expires (TTL) unless its node refreshes
+ * Counts a mesh's sessions over every node: `cap:{<mesh>}:nodes` lists the nodes that hold some, and
+ * `cap:{<mesh>}:<node>` is one node's part, a set of session ids that expires (TTL) unless its node refreshes
  * it. Admission is one Lua script (sum the live parts, compare with the cap, add the session), so two nodes
  * never both admit the last place. A dead node's part expires within `partTtlMs`, giving its places back.
+ * The `{<mesh>}` hash tag puts all of a mesh's keys in one slot: on a Redis Cluster the script may read
+ * them all (it builds the part keys from the node list, so they must share the declared keys' slot), and a
+ * refresh pipeline stays on one master (docs/redis-cluster.md).
  */
 const ADMIT = `
 local nodes = KEYS[1]
@@ -42,8 +45,18 @@ redis.call('PEXPIRE', nodes, ttl)
 return 1
 `;
 
+/** The mesh's list of nodes holding a part. */
+function nodesKey(meshId: string): string {
+  return `cap:{${meshId}}:nodes`;
+}
+
+/** One node's part of the mesh's count. */
+function partKey(meshId: string, nodeId: string): string {
+  return `cap:{${meshId}}:${nodeId}`;
+}
+
 export interface SharedCapOptions {
-  redis: Redis;
+  redis: RedisClient;
   guard: RedisGuard;
   nodeId: string;
   cap: number;
@@ -93,12 +106,12 @@ export class SharedConnectionCap implements ConnectionCap {
         const admitted = await redis.eval(
           ADMIT,
           2,
-          `cap:${meshId}:nodes`,
-          `cap:${meshId}:${nodeId}`,
+          nodesKey(meshId),
+          partKey(meshId, nodeId),
           sessionId,
           cap,
           partTtlMs,
-          `${redis.options.keyPrefix ?? ''}cap:${meshId}:`,
+          `${redis.options.keyPrefix ?? ''}${partKey(meshId, '')}`,
           nodeId,
         );
         this.fallingBack = false;
@@ -123,7 +136,7 @@ export class SharedConnectionCap implements ConnectionCap {
     if (this.held.get(meshId)?.size === 0) this.held.delete(meshId);
     await this.options.fallback.release(meshId, sessionId);
     // Not awaited: a stalled Redis must not hold the socket's close; the part expires anyway.
-    void this.options.redis.srem(`cap:${meshId}:${this.options.nodeId}`, sessionId).catch(() => {});
+    void this.options.redis.srem(partKey(meshId, this.options.nodeId), sessionId).catch(() => {});
   }
 
   async close(): Promise<void> {}
@@ -143,16 +156,23 @@ export class SharedConnectionCap implements ConnectionCap {
     if (this.options.redis.status !== 'ready') return;
     const { redis, nodeId, partTtlMs } = this.options;
     try {
-      const pipeline = redis.pipeline();
-      // A part left from an earlier shared period lists sessions that ended while the row was local.
-      if (replace) for (const meshId of this.written) pipeline.del(`cap:${meshId}:${nodeId}`);
-      for (const [meshId, sessions] of this.held) {
-        pipeline.sadd(`cap:${meshId}:${nodeId}`, ...sessions);
-        pipeline.pexpire(`cap:${meshId}:${nodeId}`, partTtlMs);
-        pipeline.sadd(`cap:${meshId}:nodes`, nodeId);
-        pipeline.pexpire(`cap:${meshId}:nodes`, partTtlMs);
-      }
-      await pipeline.exec();
+      // One pipeline per mesh: its keys share a slot, so on a cluster each goes to one master whole.
+      const meshes = new Set([...this.held.keys(), ...(replace ? this.written : [])]);
+      const pipelines = [...meshes].map((meshId) => {
+        const pipeline = redis.pipeline();
+        const part = partKey(meshId, nodeId);
+        // A part left from an earlier shared period lists sessions that ended while the row was local.
+        if (replace && this.written.has(meshId)) pipeline.del(part);
+        const sessions = this.held.get(meshId);
+        if (sessions) {
+          pipeline.sadd(part, ...sessions);
+          pipeline.pexpire(part, partTtlMs);
+          pipeline.sadd(nodesKey(meshId), nodeId);
+          pipeline.pexpire(nodesKey(meshId), partTtlMs);
+        }
+        return pipeline.exec();
+      });
+      await Promise.all(pipelines);
     } catch (error) {
       this.options.log.debug({ err: error }, 'cap refresh failed');
     }

@@ -1,6 +1,6 @@
-import type { Redis } from 'ioredis';
 import { RateLimiterRedis, type RateLimiterUnion } from 'rate-limiter-flexible';
 import type { Logger } from '../log.js';
+import type { RedisClient } from '../redis/clients.js';
 import type { RedisGuard } from '../redis/guard.js';
 import type { LimitKind, RateDecision, RateLimits, RateWindow } from './rate-limits.js';
 import { consumeFrom, limiterUnions } from './union.js';
@@ -16,7 +16,7 @@ export class SharedRateLimits implements RateLimits {
   private fallingBack = false;
 
   constructor(
-    redis: Redis,
+    redis: RedisClient,
     private readonly guard: RedisGuard,
     policies: Record<LimitKind, RateWindow[]>,
     private readonly fallback: RateLimits,

@@ -4,7 +4,6 @@
  */
 import websocket from '@fastify/websocket';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
-import type { Redis } from 'ioredis';
 import type { Bus } from '../bus/bus.js';
 import type { BrokerConfig } from '../config.js';
 import type { Pool } from '../db/pool.js';
@@ -17,13 +16,14 @@ import type { Directory } from '../identity/directory.js';
 import type { Logger } from '../log.js';
 import type { BrokerMetrics } from '../metrics.js';
 import type { StateModules } from '../modules.js';
+import type { RedisClient } from '../redis/clients.js';
 import type { RowReconciler } from '../rows/reconciler.js';
 import type { Sessions } from './sessions.js';
 
 export interface HttpOptions {
   config: BrokerConfig;
   pool: Pool;
-  redis: Redis;
+  redis: RedisClient;
   bus: Bus;
   log: Logger;
   metrics: BrokerMetrics;

@@ -1,12 +1,11 @@
 /**
- * A node's connections to the outside: Postgres (waited for, then migrated), Redis, and the bus on a
- * dedicated subscriber connection; and the state folder when the node needs one. Opened first at start,
+ * A node's connections to the outside: Postgres (waited for, then migrated), Redis (single or cluster), and
+ * the bus on a dedicated subscriber connection; and the state folder when the node needs one. Opened first at start,
  * closed last at stop, and closed again by whatever fails here, so a failed start leaves no handle that
  * would keep the process alive.
  */
 import { accessSync, constants, existsSync, mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { Redis } from 'ioredis';
 import { Bus } from '../bus/bus.js';
 import type { BrokerConfig } from '../config.js';
 import { runMigrations } from '../db/migrate.js';
@@ -14,13 +13,18 @@ import { createPool, type Pool } from '../db/pool.js';
 import { waitForDatabase } from '../db/wait.js';
 import type { Logger } from '../log.js';
 import type { BrokerMetrics } from '../metrics.js';
+import { createMainClient, createSubscriberClient, type RedisClient } from '../redis/clients.js';
+import { createPubSub, type PubSub } from '../redis/pubsub.js';
 
 export interface Infrastructure {
   pool: Pool;
-  /** The node's main Redis client: no offline queue, so a call never waits for Redis to come back. */
-  redis: Redis;
-  /** One subscriber connection for everything the node listens to (bus channels, flag pushes). */
-  subscriber: Redis;
+  /**
+   * The node's main Redis client (a single Redis or a Redis Cluster, redis/clients.ts): no offline queue, so
+   * a call never waits for Redis to come back.
+   */
+  redis: RedisClient;
+  /** Pub/sub for everything the node listens to (bus channels, flag pushes), on one subscriber connection. */
+  pubsub: PubSub;
   bus: Bus;
   close(): Promise<void>;
 }
@@ -35,31 +39,21 @@ export async function openInfrastructure(
   await waitForDatabase(config.databaseUrl, { waitMs: config.startupDbWaitMs, log });
   await runMigrations(config.databaseUrl);
   const pool = createPool(config.databaseUrl, { applicationName: `mesh-broker:${config.nodeId}` });
-  const redis = new Redis(config.redisUrl, {
+  // A stalled Redis (connected, not answering) must not hold a peer's request: every call gives up after
+  // the timeout and its caller falls back (rate limits, nonces and the cap to this node's memory; a wake-up
+  // is simply lost, which costs latency, never order).
+  const target = { url: config.redisUrl, clusterNodes: config.redisClusterNodes };
+  const redis = createMainClient(target, {
     keyPrefix: config.redisKeyPrefix,
-    lazyConnect: true,
-    maxRetriesPerRequest: 1,
-    enableOfflineQueue: false,
-    // A stalled Redis (connected, not answering) must not hold a peer's request: every call gives up after
-    // this and its caller falls back (rate limits, nonces and the cap to this node's memory; a wake-up is
-    // simply lost, which costs latency, never order).
-    commandTimeout: config.redisTimeoutMs,
-    // Commands issued in the same tick (a commit's wake-ups, many rate-limit checks) leave in one write.
-    enableAutoPipelining: true,
-    retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
+    commandTimeoutMs: config.redisTimeoutMs,
   });
   redis.on('error', (error) => log.debug({ err: error }, 'redis error'));
   redis.connect().catch((error) => log.warn({ err: error }, 'redis not reachable at start; retrying'));
-  const subscriber = redis.duplicate({
-    keyPrefix: '',
-    enableOfflineQueue: true,
-    lazyConnect: false,
-    commandTimeout: undefined,
-  });
+  const subscriber = createSubscriberClient(redis);
   subscriber.on('error', (error) => log.debug({ err: error }, 'redis (subscriber) error'));
+  const pubsub = createPubSub(redis, subscriber);
   const bus = new Bus({
-    publisher: redis,
-    subscriber,
+    pubsub,
     prefix: config.redisKeyPrefix,
     nodeId: config.nodeId,
     log,
@@ -68,10 +62,11 @@ export async function openInfrastructure(
   let closing: Promise<void> | undefined;
   const close = () => {
     closing ??= (async () => {
+      // The subscriber first: nothing arrives for modules that are closing.
+      subscriber.disconnect();
       await bus.close().catch(() => {});
       await pool.end().catch(() => {});
       redis.disconnect();
-      subscriber.disconnect();
     })();
     return closing;
   };
@@ -81,7 +76,7 @@ export async function openInfrastructure(
     await close();
     throw error;
   }
-  return { pool, redis, subscriber, bus, close };
+  return { pool, redis, pubsub, bus, close };
 }
 
 /**

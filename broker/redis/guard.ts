@@ -4,13 +4,13 @@
  * no for a short pause, so a stalled Redis costs one timeout per pause, not one per call. Callers fall back
  * to this node's memory meanwhile, as they do while Redis is disconnected.
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './clients.js';
 
 export class RedisGuard {
   private skipUntil = 0;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly pauseMs = 1000,
   ) {}
 

@@ -1,5 +1,5 @@
 /** What every row's `build` may use: the node's infrastructure and its stores and sinks. */
-import type { Redis } from 'ioredis';
+
 import type { Bus } from '../bus/bus.js';
 import type { BrokerConfig } from '../config.js';
 import type { ConnectionRegistry } from '../connections/registry.js';
@@ -8,6 +8,7 @@ import type { MessageStore } from '../delivery/store.js';
 import type { Logger } from '../log.js';
 import type { BrokerMetrics } from '../metrics.js';
 import type { PresenceEvents } from '../presence/presence.js';
+import type { RedisClient } from '../redis/clients.js';
 import type { RedisGuard } from '../redis/guard.js';
 import type { ScheduleStore } from '../schedules/store.js';
 import type { StreamSink } from '../streams/streams.js';
@@ -35,7 +36,7 @@ export interface RowContext {
   schedules: ScheduleStore;
   watchStore: WatchStore;
   sinks: Sinks;
-  redis: Redis;
+  redis: RedisClient;
   /** Whether to try Redis now on a peer's path (see redis/guard.ts). */
   redisGuard: RedisGuard;
   bus: Bus;

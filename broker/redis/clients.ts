@@ -1,0 +1,90 @@
+/**
+ * The one place a node's Redis clients are made: a single Redis (REDIS_URL) or, with REDIS_CLUSTER_NODES set,
+ * a Redis Cluster (docs/redis-cluster.md). Every module takes its client from here and codes against
+ * `RedisClient`, the commands both kinds share; what differs (pub/sub) is in redis/pubsub.ts.
+ */
+import { Cluster, Redis } from 'ioredis';
+import type { RedisClusterNode } from './cluster-nodes.js';
+
+/** A single Redis or a Redis Cluster: the same commands; a cluster needs a script's keys in one slot. */
+export type RedisClient = Redis | Cluster;
+
+/** Where Redis is: `clusterNodes` (the cluster's seed nodes) wins over `url` when set. */
+export interface RedisTarget {
+  url: string;
+  clusterNodes?: RedisClusterNode[] | undefined;
+}
+
+export interface MainClientOptions {
+  keyPrefix: string;
+  /** Every command gives up after this (its caller falls back); undefined: no bound. */
+  commandTimeoutMs?: number | undefined;
+}
+
+/** Reconnects back off to at most 2 s, on a single Redis and on a cluster alike. */
+const retry = (attempt: number) => Math.min(attempt * 200, 2000);
+
+/**
+ * The node's main client: lazily connected (call `connect()`), no offline queue (a call never waits for
+ * Redis to come back), one retry, and automatic pipelining (commands of one tick leave in one write; on a
+ * cluster, one write per master).
+ */
+export function createMainClient(target: RedisTarget, options: MainClientOptions): RedisClient {
+  if (target.clusterNodes) {
+    return new Cluster(target.clusterNodes, {
+      keyPrefix: options.keyPrefix,
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      enableAutoPipelining: true,
+      clusterRetryStrategy: retry,
+      redisOptions: { maxRetriesPerRequest: 1, commandTimeout: options.commandTimeoutMs },
+    });
+  }
+  return new Redis(target.url, {
+    keyPrefix: options.keyPrefix,
+    lazyConnect: true,
+    maxRetriesPerRequest: 1,
+    enableOfflineQueue: false,
+    commandTimeout: options.commandTimeoutMs,
+    enableAutoPipelining: true,
+    retryStrategy: retry,
+  });
+}
+
+/**
+ * A connection for listening only (bus channels, flag pushes), connecting at once and queueing its
+ * subscribes until connected; ioredis resubscribes after a reconnect. No key prefix: channel names are
+ * written out in full (redis/pubsub.ts). On a cluster it opens one subscriber connection per master, for
+ * sharded pub/sub.
+ */
+export function createSubscriberClient(main: RedisClient): RedisClient {
+  if (main instanceof Cluster) {
+    return main.duplicate(undefined, {
+      keyPrefix: '',
+      lazyConnect: false,
+      enableOfflineQueue: true,
+      shardedSubscribers: true,
+      redisOptions: { ...main.options.redisOptions, commandTimeout: undefined },
+    });
+  }
+  return main.duplicate({
+    keyPrefix: '',
+    enableOfflineQueue: true,
+    lazyConnect: false,
+    commandTimeout: undefined,
+  });
+}
+
+/** A short-lived client for one command (the CLI's flag push): no retries, no queue. */
+export function createOneShotClient(target: RedisTarget): RedisClient {
+  if (target.clusterNodes) {
+    return new Cluster(target.clusterNodes, {
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      // One round of attempts: a CLI command reports "not pushed" rather than wait.
+      clusterRetryStrategy: () => null,
+      redisOptions: { maxRetriesPerRequest: 1 },
+    });
+  }
+  return new Redis(target.url, { lazyConnect: true, maxRetriesPerRequest: 1, enableOfflineQueue: false });
+}
