@@ -13,7 +13,7 @@ import { helloFrame } from '../helpers/hello.js';
 import type { TestMesh } from '../helpers/mesh.js';
 import { RawSocket } from '../helpers/raw.js';
 import { waitFor } from '../helpers/wait.js';
-import { flipSequence, useWorld, WORLDS } from './harness.js';
+import { flipSequence, useWorld, WORLDS_WITH_REDIS_CLUSTER } from './harness.js';
 
 const CAP = 3;
 
@@ -48,7 +48,7 @@ async function close(attempt: Attempt): Promise<void> {
   await attempt.socket.closed;
 }
 
-describe.each(WORLDS)('ConnectionCap contract, %s', (kind) => {
+describe.each(WORLDS_WITH_REDIS_CLUSTER)('ConnectionCap contract, %s', (kind) => {
   const world = useWorld(kind, {
     flag: 'ha.connection-cap',
     // Parts of the shared cap live NODE_DEAD_MS after their last refresh.

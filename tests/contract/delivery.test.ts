@@ -10,7 +10,7 @@ import type { MeshClient } from '@mesh-broker/sdk';
 import { describe, expect, it } from 'vitest';
 import type { Message } from '../../protocol/frames.js';
 import { waitFor } from '../helpers/wait.js';
-import { flipSequence, useWorld, WORLDS } from './harness.js';
+import { flipSequence, useWorld, WORLDS_WITH_REDIS_CLUSTER } from './harness.js';
 
 /** The bodies a client gets, after the SDK's dedup, in arrival order. */
 function bodies(client: MeshClient): string[] {
@@ -19,7 +19,7 @@ function bodies(client: MeshClient): string[] {
   return seen;
 }
 
-describe.each(WORLDS)('Delivery contract, %s', (kind) => {
+describe.each(WORLDS_WITH_REDIS_CLUSTER)('Delivery contract, %s', (kind) => {
   const world = useWorld(kind, {
     flag: 'ha.delivery',
     env: { SEND_BURST: '100000', SEND_RATE_PER_MIN: '1000000' },

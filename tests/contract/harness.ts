@@ -4,7 +4,10 @@
  *
  * - a *local* world: one in-process node, every HA flag off (so the row runs its local implementation);
  * - a *shared* world: two in-process nodes over one real Postgres database and one Redis prefix, every HA
- *   flag on (the phase-3 cluster), so the contract must hold cluster-wide (a peer on node A, one on B).
+ *   flag on (the phase-3 cluster), so the contract must hold cluster-wide (a peer on node A, one on B);
+ * - a *cluster* world: the shared world on a throw-away three-master Redis Cluster (REDIS_CLUSTER_NODES,
+ *   docs/redis-cluster.md) instead of the single Redis, for the suites of rows that use Redis
+ *   (`WORLDS_WITH_REDIS_CLUSTER`).
  *
  * A suite writes its contract once against `world.a` and `world.b` (the same node in the local world, two
  * nodes in the shared one), and flips its row's flag with `world.flip()`, which rewrites the flags file the
@@ -26,12 +29,16 @@ import { FLAG_KEYS, type FlagKey, type FlagValues } from '../../flags/registry.j
 import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh, type TestMesh } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { ThrowawayRedisCluster } from '../helpers/redis-cluster.js';
 import { seriesValue } from '../helpers/verifier.js';
 
-export type WorldKind = 'local' | 'shared';
+export type WorldKind = 'local' | 'shared' | 'cluster';
 
 /** Both worlds, for `describe.each`. */
 export const WORLDS: WorldKind[] = ['local', 'shared'];
+
+/** Both, and the shared world on a Redis Cluster: for the rows whose shared implementation uses Redis. */
+export const WORLDS_WITH_REDIS_CLUSTER: WorldKind[] = [...WORLDS, 'cluster'];
 
 const REDIS_URL = 'redis://127.0.0.1:6379';
 const FLAGS_ENV = 'contract';
@@ -59,6 +66,8 @@ export class World {
   readonly nodes: TestNode[] = [];
   readonly prefix = `wbcontract:${randomBytes(4).toString('hex')}:`;
   db!: TestDatabase;
+  /** The cluster world's Redis Cluster. */
+  redisCluster: ThrowawayRedisCluster | undefined;
   private flagsDir = '';
   private values!: FlagValues;
   private readonly extra: TestNode[] = [];
@@ -75,7 +84,7 @@ export class World {
 
   /** The row flag's value this world starts (and should end) with: off locally, on in the cluster. */
   get home(): boolean {
-    return this.kind === 'shared';
+    return this.kind !== 'local';
   }
 
   /** The first node. */
@@ -103,13 +112,14 @@ export class World {
   }
 
   async start(): Promise<void> {
+    if (this.kind === 'cluster') this.redisCluster = await ThrowawayRedisCluster.start();
     this.db = await createTestDatabase(`contract_${this.options.flag.replace('ha.', '')}_${this.kind}`);
     this.flagsDir = mkdtempSync(join(tmpdir(), 'wb-contract-flags-'));
-    const others = this.kind === 'shared' ? this.options.sharedFlags : this.options.localFlags;
-    const values = Object.fromEntries(FLAG_KEYS.map((key) => [key, this.kind === 'shared'])) as FlagValues;
+    const others = this.home ? this.options.sharedFlags : this.options.localFlags;
+    const values = Object.fromEntries(FLAG_KEYS.map((key) => [key, this.home])) as FlagValues;
     this.values = { ...values, ...others, [this.flag]: this.home };
     this.writeFlags();
-    const count = this.kind === 'shared' ? 2 : 1;
+    const count = this.home ? 2 : 1;
     for (let i = 0; i < count; i++) this.nodes.push(await this.startNode(String.fromCharCode(97 + i)));
   }
 
@@ -120,10 +130,11 @@ export class World {
       ...this.options.env,
       NODE_ID: `${this.kind}-${label}-${randomBytes(2).toString('hex')}`,
       REDIS_KEY_PREFIX: this.prefix,
+      ...(this.redisCluster ? { REDIS_CLUSTER_NODES: this.redisCluster.nodesVariable } : {}),
       FLAGS_DIR: this.flagsDir,
       FLAGS_ENV,
     });
-    if (this.nodes.length >= (this.kind === 'shared' ? 2 : 1)) this.extra.push(node);
+    if (this.nodes.length >= (this.home ? 2 : 1)) this.extra.push(node);
     return node;
   }
 
@@ -144,7 +155,8 @@ export class World {
     this.values = { ...this.values, ...changes };
     this.writeFlags();
     // What `workbench flags set` does after writing: a push, so nodes read the file at once.
-    await pushRefreshOnce({ redisUrl: REDIS_URL, keyPrefix: this.prefix }, FLAGS_ENV, {
+    const clusterNodes = this.redisCluster?.seedNodes;
+    await pushRefreshOnce({ redisUrl: REDIS_URL, keyPrefix: this.prefix, clusterNodes }, FLAGS_ENV, {
       reason: 'contract test',
     });
     await Promise.all(landed);
@@ -164,6 +176,18 @@ export class World {
   ): Promise<MeshClient> {
     const urls = (Array.isArray(node) ? node : [node]).map((n) => n.wsUrl);
     return connectPeer(urls, mesh, member, options);
+  }
+
+  /** The world's Redis keys matching `pattern` (after the prefix), from the single Redis or every master. */
+  async redisKeys(pattern: string): Promise<string[]> {
+    if (this.redisCluster) return this.redisCluster.keys(`${this.prefix}${pattern}`);
+    const redis = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
+    try {
+      await redis.connect();
+      return (await redis.keys(`${this.prefix}${pattern}`)).sort();
+    } finally {
+      redis.disconnect();
+    }
   }
 
   async health(node: TestNode): Promise<Health> {
@@ -198,7 +222,9 @@ export class World {
     }
     await this.db?.drop().catch(() => {});
     if (this.flagsDir) rmSync(this.flagsDir, { recursive: true, force: true });
-    await dropRedisKeys(this.prefix);
+    // A throw-away cluster goes with its keys.
+    if (this.redisCluster) await this.redisCluster.stop();
+    else await dropRedisKeys(this.prefix);
   }
 
   /**

@@ -9,7 +9,6 @@
 import { randomUUID } from 'node:crypto';
 import type { MeshClient } from '@mesh-broker/sdk';
 import { generateMemberKeys } from '@mesh-broker/sdk';
-import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import type { PeerJoined, PeerLeft, PeerStatus } from '../../protocol/frames.js';
 import type { TestNode } from '../helpers/broker.js';
@@ -17,7 +16,7 @@ import { helloFrame, rawSession } from '../helpers/hello.js';
 import type { TestMesh } from '../helpers/mesh.js';
 import { RawSocket } from '../helpers/raw.js';
 import { waitFor } from '../helpers/wait.js';
-import { flipSequence, nextFrame, useWorld, WORLDS } from './harness.js';
+import { flipSequence, nextFrame, useWorld, WORLDS, WORLDS_WITH_REDIS_CLUSTER } from './harness.js';
 
 const GRACE_MS = 700;
 
@@ -54,7 +53,7 @@ async function helloRejection(node: TestNode, hello: object): Promise<{ code: nu
   return outcome;
 }
 
-describe.each(WORLDS)('Presence contract, %s', (kind) => {
+describe.each(WORLDS_WITH_REDIS_CLUSTER)('Presence contract, %s', (kind) => {
   const world = useWorld(kind, {
     flag: 'ha.presence',
     env: { PRESENCE_GRACE_MS: String(GRACE_MS), SEND_BURST: '1000', SEND_RATE_PER_MIN: '100000' },
@@ -223,10 +222,8 @@ describe.each(WORLDS)('Presence contract, %s', (kind) => {
       method: 'POST',
     });
     expect(response.status).toBe(200);
-    const redis = new Redis('redis://127.0.0.1:6379', { lazyConnect: true, maxRetriesPerRequest: 1 });
-    await redis.connect();
-    try {
-      const nonceKeys = async () => (await redis.keys(`${world.prefix}nonce:*`)).sort();
+    {
+      const nonceKeys = () => world.redisKeys('nonce:*');
       const before = await nonceKeys();
       const hellos = Array.from({ length: 30 }, (_, i) =>
         i % 3 === 0
@@ -248,8 +245,6 @@ describe.each(WORLDS)('Presence contract, %s', (kind) => {
       }
       // A member's accepted hello is what stores a nonce (in Redis with ha.presence).
       if (world.flagValue()) expect((await nonceKeys()).length).toBe(before.length + 6);
-    } finally {
-      redis.disconnect();
     }
   });
 

@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import type { MeshClient } from '@mesh-broker/sdk';
 import { describe, expect, it } from 'vitest';
 import type { TestNode } from '../helpers/broker.js';
-import { flipSequence, useWorld, WORLDS } from './harness.js';
+import { flipSequence, useWorld, WORLDS_WITH_REDIS_CLUSTER } from './harness.js';
 
 // Burst 3, then 6 a minute: the burst window is 3 × 60 / 6 = 30 s, so nothing refills during a test.
 const BURST = 3;
@@ -37,7 +37,7 @@ async function hook(node: TestNode, sessionId: string, status: string) {
   return { status: response.status, retryAfter: response.headers.get('retry-after') };
 }
 
-describe.each(WORLDS)('RateLimits contract, %s', (kind) => {
+describe.each(WORLDS_WITH_REDIS_CLUSTER)('RateLimits contract, %s', (kind) => {
   const world = useWorld(kind, {
     flag: 'ha.rate-limits',
     env: { SEND_BURST: String(BURST), SEND_RATE_PER_MIN: '6', HOOK_RATE_PER_MIN: String(HOOK_PER_MIN) },

@@ -12,7 +12,7 @@ import type { MeshClient } from '@mesh-broker/sdk';
 import { describe, expect, it } from 'vitest';
 import type { StreamData } from '../../protocol/frames.js';
 import { waitFor } from '../helpers/wait.js';
-import { collect, flipSequence, useWorld, WORLDS } from './harness.js';
+import { collect, flipSequence, useWorld, WORLDS_WITH_REDIS_CLUSTER } from './harness.js';
 
 const GRACE_MS = 600;
 /** A small bound, so that a test reaches it with a few subscriptions. */
@@ -29,7 +29,7 @@ function dataOf(client: MeshClient, stream: string): unknown[] {
   return seen;
 }
 
-describe.each(WORLDS)('Streams contract, %s', (kind) => {
+describe.each(WORLDS_WITH_REDIS_CLUSTER)('Streams contract, %s', (kind) => {
   const world = useWorld(kind, {
     flag: 'ha.streams',
     env: {
