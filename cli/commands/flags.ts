@@ -10,6 +10,7 @@ import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { createPool, type Pool } from '../../broker/db/pool.js';
 import { packageRoot } from '../../broker/paths.js';
+import { parseRedisClusterNodes, type RedisClusterNode } from '../../broker/redis/cluster-nodes.js';
 import { type FlagsAccess, fileFlagsAccess, unleashFlagsAccess } from '../../flags/access.js';
 import { changeFlag } from '../../flags/changes.js';
 import { defaultFlagsDir, flagsFile, readFlagsFile } from '../../flags/file-store.js';
@@ -129,8 +130,22 @@ async function accessFor(values: Values, environment: string, fallbackKind = 'fi
   return {
     provider: await providerFor(values, environment, fallbackKind),
     databaseUrl: databaseUrlFor(values['database-url']),
-    push: (({ url, keyPrefix }) => ({ redisUrl: url, keyPrefix }))(redisFor(values['redis-url'])),
+    push: {
+      ...(({ url, keyPrefix }) => ({ redisUrl: url, keyPrefix }))(redisFor(values['redis-url'])),
+      clusterNodes: clusterNodesFromEnv(),
+    },
   };
+}
+
+/** REDIS_CLUSTER_NODES, as the broker reads it: the nodes listen on a Redis Cluster's sharded channel. */
+function clusterNodesFromEnv() {
+  const raw = process.env.REDIS_CLUSTER_NODES;
+  if (raw === undefined) return undefined;
+  try {
+    return parseRedisClusterNodes(raw);
+  } catch (error) {
+    throw new UsageError(`REDIS_CLUSTER_NODES: ${(error as Error).message}`);
+  }
 }
 
 async function runFlagsCommand({ values, positionals }: Parsed<typeof OPTIONS>): Promise<number> {
@@ -157,7 +172,7 @@ async function runFlagsCommand({ values, positionals }: Parsed<typeof OPTIONS>):
  * import of the command, and `flags list` never pushes.
  */
 async function pushRefresh(
-  push: { redisUrl: string; keyPrefix: string },
+  push: { redisUrl: string; keyPrefix: string; clusterNodes?: RedisClusterNode[] | undefined },
   environment: string,
   reason: object,
 ): Promise<number | undefined> {

@@ -95,14 +95,15 @@ export class ThrowawayRedisCluster {
     return client;
   }
 
+  /** One command on the node at `port` (redis-cli --raw), its answer's lines. */
+  async command(port: number, ...args: string[]): Promise<string[]> {
+    return (await cli(port, '--raw', ...args)).split('\n').filter(Boolean);
+  }
+
   /** Every key matching `pattern`, from every master (KEYS on a cluster answers for one node only). */
   async keys(pattern: string): Promise<string[]> {
     const masters = (await this.nodes()).filter((node) => node.role === 'master' && !node.failed);
-    const lists = await Promise.all(
-      masters.map(async (node) =>
-        (await cli(node.port, '--raw', 'keys', pattern)).split('\n').filter(Boolean),
-      ),
-    );
+    const lists = await Promise.all(masters.map((node) => this.command(node.port, 'keys', pattern)));
     return lists.flat().sort();
   }
 
