@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runWorkbench, WORKBENCH } from '../helpers/cli.js';
 import { FAST_CLUSTER } from '../helpers/cluster.js';
+import { readJunit } from '../helpers/junit.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 
 const started: Array<{ cwd: string; db: TestDatabase }> = [];
@@ -110,6 +111,31 @@ describe('workbench smoke', () => {
     expect(strict.stdout).toContain(
       '3 expectation(s) not met: cross-node-dm, cross-node-stream, mesh-cap-cluster-wide',
     );
+    // The same judgement for a machine: JSON lines and JUnit XML, the missed expected failure a failure.
+    const report = join(cwd, 'smoke.xml');
+    const machine = await runWorkbench(
+      ['smoke', '--phase', '1', '--only', 'cross-node-dm,flags-converged', '--json', '--junit', report],
+      {},
+      cwd,
+    );
+    expect(machine.code).toBe(1);
+    const events = machine.stdout
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line));
+    expect(events.map((event) => [event.type, event.name ?? null])).toEqual([
+      ['start', null],
+      ['check', 'cross-node-dm'],
+      ['check', 'flags-converged'],
+      ['summary', null],
+    ]);
+    expect(events[1]).toMatchObject({ outcome: 'pass', expected: 'expected-fail', met: false });
+    expect(events[3]).toMatchObject({ met: false, unmet: ['cross-node-dm'] });
+    const [suite] = await readJunit(report);
+    expect(suite).toMatchObject({ name: 'smoke phase 1 (phase3)', tests: 2, failures: 1, skipped: 0 });
+    expect(suite!.cases[0]!.failure).toMatchObject({ type: 'missed-expected-failure' });
+    expect(suite!.cases[0]!.failure!.message).toContain('the gap is gone, update the expectations');
+    expect(suite!.cases[1]!.failure).toBeUndefined();
     const unknown = await runWorkbench(['smoke', '--phase', '3', '--only', 'cross-node-dn'], {}, cwd);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toContain('unknown check "cross-node-dn"');
@@ -162,6 +188,7 @@ describe('workbench smoke', () => {
     expect(result.stdout).toMatch(/audit chains: \d+ intact, 0 broken/);
     const json = JSON.parse((await runWorkbench(['status', '--json'], {}, cwd)).stdout);
     expect(json.nodes).toHaveLength(3);
+    expect(json.nodes.map((node: { disagreements: string[] }) => node.disagreements)).toEqual([[], [], []]);
   });
 
   it('an environment file: smoke and status reach the same cluster from elsewhere, killing nodes through its commands', async () => {
