@@ -22,6 +22,16 @@ export interface JunitSuite {
   cases: JunitCase[];
 }
 
+/** The few DOM types the parse below uses (the project's TypeScript has no DOM library). */
+interface XmlElement {
+  tagName: string;
+  children: ArrayLike<XmlElement>;
+  textContent: string | null;
+  getAttribute(name: string): string | null;
+  querySelector(selector: string): XmlElement | null;
+  querySelectorAll(selector: string): ArrayLike<XmlElement>;
+}
+
 export async function readJunit(file: string): Promise<JunitSuite[]> {
   const xml = readFileSync(file, 'utf8');
   const browser = await chromium.launch({
@@ -31,16 +41,21 @@ export async function readJunit(file: string): Promise<JunitSuite[]> {
   try {
     const page = await browser.newPage();
     return await page.evaluate((text) => {
+      const { DOMParser } = globalThis as unknown as {
+        DOMParser: new () => {
+          parseFromString(text: string, type: string): XmlElement & { documentElement: XmlElement };
+        };
+      };
       const doc = new DOMParser().parseFromString(text, 'application/xml');
       const error = doc.querySelector('parsererror');
       if (error) throw new Error(`not well-formed XML: ${error.textContent}`);
       if (doc.documentElement.tagName !== 'testsuites') throw new Error('the root is not <testsuites>');
-      return [...doc.documentElement.children].map((suite) => ({
+      return Array.from(doc.documentElement.children).map((suite) => ({
         name: suite.getAttribute('name') ?? '',
         tests: Number(suite.getAttribute('tests')),
         failures: Number(suite.getAttribute('failures')),
         skipped: Number(suite.getAttribute('skipped')),
-        cases: [...suite.querySelectorAll('testcase')].map((test) => {
+        cases: Array.from(suite.querySelectorAll('testcase')).map((test) => {
           const failure = test.querySelector('failure');
           const skipped = test.querySelector('skipped');
           return {
