@@ -2,7 +2,8 @@
  * a) Cross-node stream fan-out: publishers on node 1, subscribers on node 2, the same payloads, subscriber
  * counts and flow control for three systems: ours (2 brokers + Redis, `ha.streams` on), Socket.IO 4 with
  * the Redis adapter (2 servers + Redis) and the raw ws + ioredis relay (2 processes + Redis). Each system
- * gets its own redis-server. Closed loop: each publisher keeps WINDOW messages that have not yet reached
+ * gets its own redis-server. Ours runs a second time on a throw-away Redis Cluster (3 masters + 3 replicas,
+ * sharded pub/sub: docs/redis-cluster.md) instead, in the same interleaved runs, so the two compare. Closed loop: each publisher keeps WINDOW messages that have not yet reached
  * every subscriber, so a faster system shows as more deliveries per second and lower latency at once.
  * Runs of the three systems are interleaved, so the machine's noise spreads over all of them.
  * CPU: the utime + stime (/proc/<pid>/stat) of the system's two server processes over the measured window,
@@ -13,6 +14,7 @@ import { performance } from 'node:perf_hooks';
 import { MeshClient } from '@mesh-broker/sdk';
 import { io, type Socket } from 'socket.io-client';
 import WebSocket from 'ws';
+import { ThrowawayRedisCluster } from '../cli/cluster/redis-cluster.js';
 import type { Frame } from '../protocol/frames.js';
 import { startOurCluster } from './lib/cluster.js';
 import { cpuMeter } from './lib/cpu.js';
@@ -32,18 +34,25 @@ interface Clients {
 }
 
 interface System {
-  name: 'ours' | 'socket.io' | 'raw-relay';
+  name: 'ours' | 'ours-redis-cluster' | 'socket.io' | 'raw-relay';
   urls: [string, string];
   clients: Clients;
   /** The two server processes (brokers, Socket.IO servers, relays). */
   serverPids: number[];
-  redisPid: number;
+  /** The system's redis-server processes (one, or every node of the Redis Cluster). */
+  redisPids: number[];
 }
 
 const BASELINES = new URL('./baselines/', import.meta.url).pathname;
 
-async function startOurs(): Promise<System> {
-  const cluster = await startOurCluster('fanout', ['ha.presence', 'ha.delivery', 'ha.streams'], 2);
+/** Ours on its own single Redis, or on `redisCluster` (the cluster wins over the single Redis it also starts, idle). */
+async function startOurs(redisCluster?: ThrowawayRedisCluster): Promise<System> {
+  const cluster = await startOurCluster(
+    redisCluster ? 'fanout_rc' : 'fanout',
+    ['ha.presence', 'ha.delivery', 'ha.streams'],
+    2,
+    redisCluster ? { REDIS_CLUSTER_NODES: redisCluster.nodesVariable } : {},
+  );
   const nodes = cluster.nodes;
   // One mesh with a member for every publisher and subscriber of the scenario.
   const plans = await cluster.members(64);
@@ -56,10 +65,10 @@ async function startOurs(): Promise<System> {
     return c;
   };
   return {
-    name: 'ours',
+    name: redisCluster ? 'ours-redis-cluster' : 'ours',
     urls: [nodes[0]!.wsUrl, nodes[1]!.wsUrl],
     serverPids: nodes.map((n) => n.pid),
-    redisPid: cluster.redisPid,
+    redisPids: redisCluster ? redisCluster.pids : [cluster.redisPid],
     clients: {
       async subscribe(url, onData) {
         const c = await client(url);
@@ -106,7 +115,7 @@ async function startBaseline(name: 'socket.io' | 'raw-relay'): Promise<System> {
       name,
       urls: [`http://127.0.0.1:${ports[0]}`, `http://127.0.0.1:${ports[1]}`],
       serverPids,
-      redisPid: redis.child.pid,
+      redisPids: [redis.child.pid],
       clients: {
         async subscribe(url, onData) {
           const socket = await open(url);
@@ -133,7 +142,7 @@ async function startBaseline(name: 'socket.io' | 'raw-relay'): Promise<System> {
     name,
     urls: [`ws://127.0.0.1:${ports[0]}`, `ws://127.0.0.1:${ports[1]}`],
     serverPids,
-    redisPid: redis.child.pid,
+    redisPids: [redis.child.pid],
     clients: {
       async subscribe(url, onData) {
         const socket = await open(url);
@@ -245,7 +254,7 @@ async function measure(r: Rig, options: FanoutOptions): Promise<{ run: FanoutRun
   for (let p = 0; p < r.publishers.length; p++) pump(p);
   await new Promise((resolve) => setTimeout(resolve, options.warmupMs));
   const serverCpu = cpuMeter(r.system.serverPids);
-  const redisCpu = cpuMeter([r.system.redisPid]);
+  const redisCpu = cpuMeter(r.system.redisPids);
   measureFrom = performance.now();
   await new Promise((resolve) => setTimeout(resolve, options.durationMs));
   measureTo = performance.now();
@@ -276,17 +285,25 @@ async function measure(r: Rig, options: FanoutOptions): Promise<{ run: FanoutRun
 }
 
 export async function benchFanout(options: FanoutOptions): Promise<FanoutResult[]> {
-  const systems = [await startOurs(), await startBaseline('socket.io'), await startBaseline('raw-relay')];
+  const redisCluster = await ThrowawayRedisCluster.start();
   const rigs: Rig[] = [];
-  for (const system of systems) rigs.push(await rig(system, options));
-  const runs = new Map<Rig, Array<{ run: FanoutRun; latencies: number[] }>>(rigs.map((r) => [r, []]));
+  const runs = new Map<Rig, Array<{ run: FanoutRun; latencies: number[] }>>();
   try {
+    const systems = [
+      await startOurs(),
+      await startOurs(redisCluster),
+      await startBaseline('socket.io'),
+      await startBaseline('raw-relay'),
+    ];
+    for (const system of systems) rigs.push(await rig(system, options));
+    for (const r of rigs) runs.set(r, []);
     for (let i = 0; i < options.runs; i++) for (const r of rigs) runs.get(r)!.push(await measure(r, options));
   } finally {
     for (const r of rigs) {
       for (const close of r.closers) close();
       for (const publisher of r.publishers) publisher.close();
     }
+    await redisCluster.stop();
   }
   return rigs.map((r) => {
     const list = runs.get(r)!;
