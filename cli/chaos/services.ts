@@ -4,7 +4,7 @@
  * the machine's own servers are never touched.
  */
 import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { appendFileSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,6 +28,42 @@ function asPostgres(command: string, args: string[]): void {
 }
 
 /**
+ * The same, without blocking the event loop: for tools that talk to a server through something this
+ * process serves (pg_basebackup through a latency proxy), and for anything slow. Rejects with the tool's
+ * stderr in the message.
+ */
+export function runAsPostgres(command: string, args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile(
+      'runuser',
+      ['-u', 'postgres', '--', join(postgresBinDir(), command), ...args],
+      (error, stdout, stderr) => {
+        if (error) reject(new Error(`${command} failed: ${String(stderr).trim() || error.message}`));
+        else resolve(String(stdout));
+      },
+    );
+  });
+}
+
+export interface ThrowawayPostgresOptions {
+  /**
+   * Fills the (empty, postgres-owned) data folder instead of `initdb`: pg_basebackup for a replica
+   * (cli/cluster/pg-replica.ts).
+   */
+  initialize?: (dataDir: string) => Promise<void>;
+  /** Server settings appended to postgresql.conf before the first start (quoted; later ones win). */
+  settings?: Record<string, string | number>;
+  /** Lines appended to pg_hba.conf before the first start. */
+  hba?: string[];
+}
+
+/** A setting as postgresql.conf reads it: a single-quoted string (quotes doubled). */
+function confLine(name: string, value: string | number): string {
+  if (!/^[a-z_][a-z0-9_.]*$/i.test(name)) throw new Error(`not a PostgreSQL setting name: ${name}`);
+  return `${name} = '${String(value).replaceAll("'", "''")}'\n`;
+}
+
+/**
  * A throw-away PostgreSQL cluster on a free port. `restart` is a real server restart (every connection
  * dropped); `destroy` stops it and deletes its files.
  */
@@ -37,27 +73,29 @@ export class ThrowawayPostgres {
     readonly port: number,
   ) {}
 
-  static async create(): Promise<ThrowawayPostgres> {
+  static async create(options: ThrowawayPostgresOptions = {}): Promise<ThrowawayPostgres> {
     const dir = mkdtempSync(join(tmpdir(), 'wb-pg-'));
     const uid = Number(execFileSync('id', ['-u', 'postgres']).toString().trim());
     const gid = Number(execFileSync('id', ['-g', 'postgres']).toString().trim());
     chownSync(dir, uid, gid);
+    const data = join(dir, 'data');
     try {
-      asPostgres('initdb', [
-        '-D',
-        join(dir, 'data'),
-        '-A',
-        'trust',
-        '-U',
-        'postgres',
-        '--no-sync',
-        '-E',
-        'UTF8',
-      ]);
+      if (options.initialize) await options.initialize(data);
+      else asPostgres('initdb', ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8']);
+      const settings = Object.entries(options.settings ?? {}).map(([name, value]) => confLine(name, value));
+      if (settings.length > 0) appendFileSync(join(data, 'postgresql.conf'), settings.join(''));
+      if (options.hba?.length) appendFileSync(join(data, 'pg_hba.conf'), `${options.hba.join('\n')}\n`);
       const cluster = new ThrowawayPostgres(dir, await freePort());
-      cluster.start();
+      // Not the blocking `start()`: a replica's start may need this process (a proxy it serves) to answer.
+      await runAsPostgres('pg_ctl', cluster.pgCtl('-w', 'start'));
       return cluster;
     } catch (error) {
+      // A start that failed half-way may have left a server running: stop it before removing its files.
+      try {
+        asPostgres('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']);
+      } catch {
+        // not running
+      }
       rmSync(dir, { recursive: true, force: true });
       throw error;
     }
@@ -65,6 +103,11 @@ export class ThrowawayPostgres {
 
   get url(): string {
     return this.urlOf('postgres');
+  }
+
+  /** The cluster's data folder (PGDATA). */
+  get dataDir(): string {
+    return join(this.dir, 'data');
   }
 
   /** The URL of one database of the cluster (`workbench up` creates it if missing). */
