@@ -166,7 +166,9 @@ describe('brokers on a Redis Cluster', () => {
       }
     })();
     const failuresBefore = await metric('n2', 'mesh_broker_bus_publish_failures_total');
+    const killedAt = Date.now();
     const { killed, promoted } = await redis.killMasterOf(await slotOf(channel));
+    const promotedMs = Date.now() - killedAt;
     expect(await redis.masterOfSlot(await slotOf(channel))).toBe(promoted);
     expect(promoted).not.toBe(killed);
     await new Promise((resolve) => setTimeout(resolve, 500));
@@ -185,11 +187,12 @@ describe('brokers on a Redis Cluster', () => {
       },
       { timeoutMs: 20_000, intervalMs: 100, what: 'stream data after the failover' },
     );
+    const busBackMs = Date.now() - killedAt;
     const { sharded } = await channels();
     expect(sharded.get(channel)).toBe(promoted);
     // What the outage cost is visible: publishes that failed while the slot had no master are counted.
     console.log(
-      `failover: master ${killed} → replica ${promoted}; ${sent.length} DMs all delivered; bus publish failures on n2: ${
+      `failover: master ${killed} → replica ${promoted} promoted after ${promotedMs} ms, stream data through the bus again ${busBackMs} ms after the kill; ${sent.length} DMs all delivered; bus publish failures on n2: ${
         (await metric('n2', 'mesh_broker_bus_publish_failures_total')) - failuresBefore
       }`,
     );
