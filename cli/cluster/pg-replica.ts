@@ -15,7 +15,7 @@
  *   (so streaming goes the same way), its own replication slot on the primary (the primary keeps the WAL
  *   a cut-off replica still needs, so it catches up after the link heals instead of needing a new backup),
  *   `hot_standby=on` (read-only queries are served; writes fail with "cannot execute … in a read-only
- *   transaction"). `start` resolves once it accepts connections.
+ *   transaction"). `start` resolves once it accepts connections and its WAL receiver is streaming.
  * - `lag()` reads the replica's distance from the primary in bytes of WAL and in time (see ReplicaLag).
  * - `promote()` ends recovery (`pg_promote`, waiting) and resolves once the replica accepts writes.
  * - `destroy()` stops a server and removes its folder (a replica's slot stays on its primary, which is
@@ -35,6 +35,8 @@ export const REPLICATION_ROLE = 'replicator';
 
 /** Enough for a few replicas and pg_basebackup's own stream, with room to spare. */
 const MAX_WAL_SENDERS = 10;
+/** From a started standby to a streaming one: one connection through the proxy, seconds at most. */
+const STREAMING_TIMEOUT_MS = 30_000;
 
 /** A throw-away server that removes itself when the process ends, unless destroyed before. */
 abstract class RegisteredServer {
@@ -179,7 +181,32 @@ export class PostgresReplica extends RegisteredServer {
         ]);
       },
     });
-    return new PostgresReplica(server, primary, slot);
+    const replica = new PostgresReplica(server, primary, slot);
+    try {
+      await replica.streaming(STREAMING_TIMEOUT_MS);
+    } catch (error) {
+      replica.destroy();
+      throw error;
+    }
+    return replica;
+  }
+
+  /**
+   * Resolves once its WAL receiver streams from the primary: `pg_ctl start` returns when the standby
+   * accepts connections, which is before its first connection to the primary (through `via`) is made.
+   */
+  private async streaming(timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const { rows } = await this.query<{ status: string }>('SELECT status FROM pg_stat_wal_receiver');
+      if (rows[0]?.status === 'streaming') return;
+      if (Date.now() > deadline)
+        throw new Error(
+          `replica on port ${this.port} is not streaming from its primary after ${timeoutMs} ms ` +
+            `(receiver: ${rows[0]?.status ?? 'not running'})`,
+        );
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
   }
 
   /** True while it is a standby (before `promote`). */
@@ -190,13 +217,20 @@ export class PostgresReplica extends RegisteredServer {
   /** Reads the lag now (see ReplicaLag): the replica first, then the primary. */
   async lag(): Promise<ReplicaLag> {
     const replica = (
-      await this.query<{ received: string | null; replayed: string | null; age_ms: number | null }>(
-        `SELECT pg_last_wal_receive_lsn()::text AS received, pg_last_wal_replay_lsn()::text AS replayed,
+      await this.query<{
+        standby: boolean;
+        received: string | null;
+        replayed: string | null;
+        age_ms: number | null;
+      }>(
+        `SELECT pg_is_in_recovery() AS standby,
+                pg_last_wal_receive_lsn()::text AS received, pg_last_wal_replay_lsn()::text AS replayed,
                 (extract(epoch FROM now() - pg_last_xact_replay_timestamp()) * 1000)::float8 AS age_ms`,
       )
     ).rows[0]!;
-    // Null only on a server that is not a standby (promoted, or never one).
-    if (replica.replayed === null) throw new Error(`the server on port ${this.port} is not a standby`);
+    // A promoted replica keeps its last replay position: the question no longer means anything.
+    if (!replica.standby || replica.replayed === null)
+      throw new Error(`the server on port ${this.port} is not a standby`);
     const primaryLsn = await this.primary.currentLsn();
     const { rows } = await this.primary.query<{ bytes: string }>(
       'SELECT pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn)::text AS bytes',
