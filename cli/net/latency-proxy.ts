@@ -37,6 +37,7 @@
 import { createServer, type Server, Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { Random } from '../fuzz/random.js';
+import { finish, listenOnLoopback } from './loopback.js';
 
 export interface LatencyProxyOptions {
   /** Where connections are forwarded: `host:port`, or host and port (host default 127.0.0.1). */
@@ -308,15 +309,6 @@ class LinkedConnection {
   }
 }
 
-/** Ends a socket whose other half is gone, and destroys it once its last bytes are out (or soon). */
-function finish(socket: Socket): void {
-  if (socket.destroyed) return;
-  socket.end();
-  if (socket.writableFinished) socket.destroy();
-  else socket.once('finish', () => socket.destroy());
-  setTimeout(() => socket.destroy(), 2000).unref();
-}
-
 export class LatencyProxy {
   private delay: number;
   private jitter: number;
@@ -356,15 +348,7 @@ export class LatencyProxy {
       throw new LatencyProxyOptionError(`maxBufferedBytes must be a positive integer, not ${max}`);
     const server = createServer({ allowHalfOpen: true });
     const proxy = new LatencyProxy(server, upstream, options, max);
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(options.port ?? 0, '127.0.0.1', () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
-    const address = server.address();
-    proxy.listeningPort = typeof address === 'object' && address ? address.port : 0;
+    proxy.listeningPort = await listenOnLoopback(server, options.port);
     return proxy;
   }
 

@@ -26,6 +26,7 @@
  */
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { Random } from '../fuzz/random.js';
+import { finish, listenOnLoopback } from './loopback.js';
 
 /** Which channels a publish may be dropped on: a substring, a pattern, or a predicate. */
 export type ChannelFilter = string | RegExp | ((channel: string) => boolean);
@@ -672,15 +673,6 @@ class ProxyConnection implements RequestSink {
   }
 }
 
-/** Ends a socket whose other half is gone, and destroys it once its last bytes are out (or soon). */
-function finish(socket: Socket): void {
-  if (socket.destroyed) return;
-  socket.end();
-  if (socket.writableFinished) socket.destroy();
-  else socket.once('finish', () => socket.destroy());
-  setTimeout(() => socket.destroy(), 2000).unref();
-}
-
 function upstreamOf(upstream: LossyRedisProxyOptions['upstream']): { host: string; port: number } {
   if (typeof upstream !== 'string') return { host: upstream.host ?? '127.0.0.1', port: upstream.port };
   const url = new URL(upstream);
@@ -726,15 +718,7 @@ export class LossyRedisProxy {
   static async start(options: LossyRedisProxyOptions): Promise<LossyRedisProxy> {
     const server = createServer({ allowHalfOpen: true });
     const proxy = new LossyRedisProxy(server, options);
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(options.port ?? 0, '127.0.0.1', () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
-    const address = server.address();
-    proxy.listeningPort = typeof address === 'object' && address ? address.port : 0;
+    proxy.listeningPort = await listenOnLoopback(server, options.port);
     return proxy;
   }
 

@@ -15,6 +15,7 @@ import { packageRoot } from '../../broker/paths.js';
 import { PostgresPrimary, PostgresReplica } from '../../cli/cluster/pg-replica.js';
 import { LatencyProxy } from '../../cli/net/latency-proxy.js';
 import { freePort } from '../../cli/ports.js';
+import { captured } from '../helpers/cli.js';
 import { waitFor } from '../helpers/wait.js';
 
 const ONE_WAY_MS = 20;
@@ -211,22 +212,18 @@ describe('promotion and cleanup', () => {
     const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => {
-      stdout += chunk;
-    });
-    child.stderr.on('data', (chunk) => {
-      stderr += chunk;
-    });
-    const exited = new Promise<NodeJS.Signals | number | null>((resolve) =>
-      child.once('exit', (code, signal) => resolve(signal ?? code)),
-    );
+    const { output, exited } = captured(child);
     try {
-      const line = await waitFor(() => stdout.split('\n').find((l) => l.startsWith('[')), {
-        timeoutMs: 30_000,
-        what: `the child's clusters (stderr: ${stderr})`,
-      });
+      const line = await waitFor(
+        () =>
+          output()
+            .split('\n')
+            .find((l) => l.startsWith('[')),
+        {
+          timeoutMs: 30_000,
+          what: 'the child to print its data folders',
+        },
+      );
       const dirs = JSON.parse(line) as string[];
       const pids = dirs.map(postmasterPid);
       for (const pid of pids) expect(alive(pid)).toBe(true);
