@@ -39,6 +39,12 @@ export class AuditFollower {
   /** Meshes whose checkpoint break was already printed (the gauge says it on every scrape). */
   private reportedCheckpointBreaks = new Set<string>();
   private checkpointDirty = false;
+  /**
+   * Per mesh, the most forks any pass of this process (or, from audit_verifier_progress, any earlier run)
+   * has known: forks_found_total counts only what goes beyond it, so a restart or a rescan that finds the
+   * same forks again counts nothing.
+   */
+  private knownForks = new Map<string, number>();
 
   constructor(private readonly options: FollowOptions) {}
 
@@ -48,6 +54,7 @@ export class AuditFollower {
     try {
       if (!this.loaded) {
         this.walkers = await loadWalkers(pool, this.options.onFinding);
+        for (const [meshId, walker] of this.walkers) this.knownForks.set(meshId, walker.forks);
         this.loaded = true;
       }
       for (const meshId of await this.meshIds()) {
@@ -58,6 +65,7 @@ export class AuditFollower {
         const before = JSON.stringify(walker.state());
         await this.walk(walker);
         if (kind === 'rescan') this.reportRescan(this.walkers.get(meshId), walker);
+        this.countNewForks(walker);
         // A rescan walks silently (it reports what is new itself); the walker kept for the next
         // incremental passes must report again.
         this.walkers.set(
@@ -109,6 +117,14 @@ export class AuditFollower {
         reason: `rescan from genesis: ${fresh.breaks} broken rows and ${fresh.forks} forks (the incremental walk knew ${previous.breaks} and ${previous.forks}): rows already verified were changed`,
       });
     }
+  }
+
+  /** Adds the forks beyond the most this mesh was known to have to forks_found_total. */
+  private countNewForks(walker: ChainWalker): void {
+    const known = this.knownForks.get(walker.meshId) ?? 0;
+    // inc by 0 too: the series exists from the mesh's first pass, at 0 unless that pass found a fork.
+    this.options.metrics.forksFound.inc({ mesh: walker.meshId }, Math.max(0, walker.forks - known));
+    this.knownForks.set(walker.meshId, Math.max(known, walker.forks));
   }
 
   /**

@@ -56,6 +56,19 @@ export class VerifierMetrics {
     registers: [this.registry],
   });
 
+  /**
+   * The gauge above says how forked a chain is; this says when a fork was found, which is what an alert
+   * needs: forks written by design in phases 0-2 stay in the chain (and the gauge) for ever. Counted once
+   * per fork: not again by a restart (the count goes on from audit_verifier_progress) nor by a rescan that
+   * finds the forks already known.
+   */
+  readonly forksFound = new Counter({
+    name: 'mesh_broker_audit_verifier_forks_found_total',
+    help: 'Forks of the mesh found by this verifier process that it did not know before (not counted again on restart or rescan)',
+    labelNames: ['mesh'],
+    registers: [this.registry],
+  });
+
   readonly passes = new Counter({
     name: 'mesh_broker_audit_verifier_passes_total',
     help: 'Verification passes, by kind (incremental: new rows only; rescan: every row from genesis)',

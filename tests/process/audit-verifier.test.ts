@@ -235,4 +235,56 @@ describe('workbench audit verify --follow (the independent verifier)', () => {
     expect(seriesValue(await scrape(third.url), 'mesh_broker_audit_verifier_breaks', { mesh })).toBe(0);
     expect(third.output()).toMatch(/FORK/);
   });
+
+  it('counts each fork found once: not again on a rescan, nor after a restart (MeshAuditChainForked reads it)', async () => {
+    const FOUND = 'mesh_broker_audit_verifier_forks_found_total';
+    const mesh = randomUUID();
+    const one = await chain(mesh, 1, 1, GENESIS);
+    await chain(mesh, 2, 3, one);
+    await append(mesh, 2, one, 'other branch'); // a fork already there when the verifier first looks
+    const rescans = async (verifier: VerifierProcess, atLeast: number) =>
+      waitFor(
+        async () =>
+          (seriesValue(await scrape(verifier.url), 'mesh_broker_audit_verifier_passes_total', {
+            kind: 'rescan',
+          }) ?? 0) >= atLeast,
+        { timeoutMs: 10_000, what: `${atLeast} rescans\n${verifier.output()}` },
+      );
+
+    const first = await startVerifier(db.url, ['--interval-ms', '100', '--rescan-ms', '200', '--mesh', mesh]);
+    running.push(first);
+    await until(first, 'mesh_broker_audit_verifier_forks', mesh, 1);
+    // Rescans from genesis find the same fork again and again: still one found.
+    await rescans(first, 3);
+    expect(seriesValue(await scrape(first.url), FOUND, { mesh })).toBe(1);
+    expect(await first.stop()).toBe(0);
+
+    // A restart goes on from audit_verifier_progress, which knows the fork: the new process counts from 0
+    // and the old fork is not found again, by its passes nor by its rescans.
+    const second = await startVerifier(db.url, [
+      '--interval-ms',
+      '100',
+      '--rescan-ms',
+      '200',
+      '--mesh',
+      mesh,
+    ]);
+    running.push(second);
+    await rescans(second, 3);
+    let text = await scrape(second.url);
+    expect(seriesValue(text, 'mesh_broker_audit_verifier_forks', { mesh })).toBe(1);
+    expect(seriesValue(text, FOUND, { mesh })).toBe(0);
+
+    // A new fork at the head (a second row at seq 3, on the same parent): counted once.
+    const two = await db.query<{ hash: string }>(
+      'SELECT hash FROM audit_log WHERE mesh_id = $1 AND seq = 2 ORDER BY id LIMIT 1',
+      [mesh],
+    );
+    await append(mesh, 3, two.rows[0]!.hash, 'a second head');
+    await until(second, FOUND, mesh, 1);
+    await rescans(second, 6);
+    text = await scrape(second.url);
+    expect(seriesValue(text, 'mesh_broker_audit_verifier_forks', { mesh })).toBe(2);
+    expect(seriesValue(text, FOUND, { mesh })).toBe(1);
+  });
 });
