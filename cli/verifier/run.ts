@@ -10,6 +10,9 @@ import { type Checkpoint, checkWritable, readCheckpoint } from './checkpoint.js'
 import { AuditFollower } from './follow.js';
 import { VerifierMetrics } from './metrics.js';
 
+/** How the follow verifier names its connections (rebaseline.ts refuses to run while one is connected). */
+export const VERIFIER_APPLICATION_NAME = 'workbench-audit-verifier';
+
 export interface RunOptions {
   databaseUrl: string;
   meshId?: string;
@@ -25,7 +28,7 @@ export async function runVerifier(options: RunOptions): Promise<number> {
   const checkpoint = await loadCheckpoint(options.checkpointFile);
   const nodeId = process.env.NODE_ID || `audit-verifier-${hostname()}`;
   const metrics = new VerifierMetrics(nodeId);
-  const pool = createPool(options.databaseUrl, { max: 2, applicationName: 'workbench-audit-verifier' });
+  const pool = createPool(options.databaseUrl, { max: 2, applicationName: VERIFIER_APPLICATION_NAME });
   const server = await metrics.serve(options.host, options.port);
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : options.port;

@@ -4,13 +4,14 @@
  * deletes or rewrites the newest rows. What is left of the chain verifies on its own; only the verifier's
  * checkpoint, kept in a file outside the database, shows what happened.
  */
-import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { MeshClient } from '@mesh-broker/sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { auditHash } from '../../broker/audit/chain.js';
 import { AUDIT_COLUMNS, type AuditRow } from '../../broker/audit/verify.js';
+import { CLUSTER_CHAIN_ID } from '../../flags/changes.js';
 import { renderFlagsDocument } from '../../flags/document.js';
 import { defaultFlagValues } from '../../flags/registry.js';
 import { startTestNode, type TestNode } from '../helpers/broker.js';
@@ -281,6 +282,116 @@ describe('the audit verifier checkpoint (tamper evidence that survives deletion)
       seriesValue(await scrape(restarted.url), 'mesh_broker_audit_verifier_verified_seq', { mesh: meshId }),
     ).toBe(12);
   }, 60_000);
+
+  it('workbench audit rebaseline after a restore-like truncation: the old checkpoint kept, the re-baseline audited, verify ok again', async () => {
+    const { mesh } = await meshWithChain(8);
+    const meshId = mesh.meshId;
+    const file = join(dir, 'restore.json');
+    expect((await verify('--mesh', meshId, '--checkpoint', file)).code).toBe(0);
+    const eight = await headOf(meshId);
+    // What a restore to an older point leaves: the chain as it was at seq 5.
+    await deleteNewest(meshId, 6);
+    const five = await headOf(meshId);
+    const broken = await verify('--mesh', meshId, '--checkpoint', file);
+    expect(broken.code).toBe(1);
+    expect(broken.stdout).toContain('chain shorter than the checkpoint');
+    const before = readFileSync(file, 'utf8');
+
+    const rebaseline = (...args: string[]) =>
+      runWorkbench(['audit', 'rebaseline', '--database-url', db.url, ...args]);
+    const events = async () =>
+      (
+        await db.query<{ actor: string; payload: Record<string, unknown> }>(
+          `SELECT actor, payload FROM audit_log WHERE mesh_id = $1 AND event_type = 'verifier.rebaselined' ORDER BY seq`,
+          [CLUSTER_CHAIN_ID],
+        )
+      ).rows;
+    const keptFiles = () =>
+      readdirSync(dir).filter((name) => name.startsWith('restore.json.before-rebaseline-'));
+
+    // Bad input: exit 2, saying what is wrong; the file, the folder and the cluster chain unchanged.
+    const corrupt = join(dir, 'restore-corrupt.json');
+    writeFileSync(corrupt, '{"version":1,"meshes":', { mode: 0o600 });
+    const bad: Array<{ args: string[]; says: string }> = [
+      { args: ['--checkpoint', file], says: 'rebaseline needs --reason TEXT' },
+      { args: ['--checkpoint', file, '--reason', '  '], says: 'rebaseline needs --reason TEXT' },
+      { args: ['--reason', 'restore'], says: 'rebaseline needs --checkpoint FILE' },
+      {
+        args: ['--checkpoint', file, '--reason', 'restore', '--follow'],
+        says: '--follow does not go with rebaseline',
+      },
+      {
+        args: ['--checkpoint', join(dir, 'no-such.json'), '--reason', 'restore'],
+        says: 'does not exist: there is nothing to re-baseline',
+      },
+      { args: ['--checkpoint', corrupt, '--reason', 'restore'], says: 'is not a valid checkpoint: not JSON' },
+    ];
+    for (const { args, says } of bad) {
+      const result = await rebaseline(...args);
+      expect(result.code, `${args.join(' ')}: ${result.stdout}${result.stderr}`).toBe(2);
+      expect(result.stderr).toContain(says);
+    }
+    expect(await verify('--reason', 'x')).toMatchObject({ code: 2 });
+    // A follow verifier on the database would write its old checkpoint back: refused, exit 1.
+    const follower = await startVerifier(db.url, ['--interval-ms', '100', '--mesh', meshId]);
+    running.push(follower);
+    const followed = await rebaseline('--checkpoint', file, '--reason', 'restore');
+    expect(followed.code, followed.stdout + followed.stderr).toBe(1);
+    expect(followed.stderr).toContain(
+      'an audit verifier (audit verify --follow) is connected to this database: stop it first',
+    );
+    expect(await follower.stop()).toBe(0);
+    expect(readFileSync(file, 'utf8')).toBe(before);
+    expect(readFileSync(corrupt, 'utf8')).toBe('{"version":1,"meshes":');
+    expect(keptFiles()).toEqual([]);
+    expect(await events()).toEqual([]);
+
+    const done = await rebaseline(
+      '--checkpoint',
+      file,
+      '--reason',
+      'restored the 02:00 dump (INC-42)',
+      '--actor',
+      'alice',
+    );
+    expect(done.code, done.stdout + done.stderr).toBe(0);
+    const [kept, ...more] = keptFiles();
+    expect(more).toEqual([]);
+    expect(done.stdout).toContain(`the old one is kept as ${join(dir, kept!)}`);
+    expect(readFileSync(join(dir, kept!), 'utf8')).toBe(before);
+    expect(statSync(join(dir, kept!)).mode & 0o777).toBe(0o400);
+
+    // Audited on the cluster chain: who, why, the kept file, the mesh's old and new heads.
+    const [event, ...others] = await events();
+    expect(others).toEqual([]);
+    expect(event!.actor).toBe('alice');
+    expect(event!.payload).toMatchObject({
+      reason: 'restored the 02:00 dump (INC-42)',
+      checkpoint: file,
+      keptAs: join(dir, kept!),
+    });
+    expect(event!.payload.moved).toContainEqual({ meshId, old: eight, new: five });
+    expect(done.stdout).toContain('audited: verifier.rebaselined by alice on the cluster chain');
+
+    // The fresh checkpoint starts at the current heads, the cluster chain's past the event itself.
+    const cluster = await headOf(CLUSTER_CHAIN_ID);
+    expect(checkpointOf(file)[meshId]).toEqual(five);
+    expect(checkpointOf(file)[CLUSTER_CHAIN_ID]).toEqual(cluster);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    for (const id of [meshId, CLUSTER_CHAIN_ID]) {
+      const ok = await verify('--mesh', id, '--checkpoint', file);
+      expect(ok.code, ok.stdout + ok.stderr).toBe(0);
+      expect(ok.stdout).toContain(`ok      ${id}`);
+    }
+
+    const help = await runWorkbench(['audit', '--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain(
+      'workbench audit rebaseline --checkpoint FILE --reason TEXT [--actor NAME]',
+    );
+    expect(help.stdout).toMatch(/--reason TEXT\s+rebaseline: why/);
+    expect(help.stdout).toMatch(/--actor NAME\s+rebaseline: who/);
+  }, 90_000);
 
   it('refuses a corrupt checkpoint file with exit 2 and changes nothing', async () => {
     const { mesh } = await meshWithChain(3);
