@@ -27,7 +27,10 @@ const retry = (attempt: number) => Math.min(attempt * 200, 2000);
 /**
  * The node's main client: lazily connected (call `connect()`), no offline queue (a call never waits for
  * Redis to come back), one retry, and automatic pipelining (commands of one tick leave in one write; on a
- * cluster, one write per master).
+ * cluster, one write per master). On a cluster, a command to a slot that has no master (CLUSTERDOWN, or
+ * its master's connection closed) fails at once instead of being retried for up to 16 × 100 ms, so its
+ * caller falls back as it does when a single Redis is down; a slot's new master (after a failover) is
+ * learnt from MOVED or the slot map, re-read every second.
  */
 export function createMainClient(target: RedisTarget, options: MainClientOptions): RedisClient {
   if (target.clusterNodes) {
@@ -37,6 +40,9 @@ export function createMainClient(target: RedisTarget, options: MainClientOptions
       enableOfflineQueue: false,
       enableAutoPipelining: true,
       clusterRetryStrategy: retry,
+      retryDelayOnClusterDown: 0,
+      retryDelayOnFailover: 0,
+      slotsRefreshInterval: 1000,
       redisOptions: { maxRetriesPerRequest: 1, commandTimeout: options.commandTimeoutMs },
     });
   }
@@ -64,6 +70,9 @@ export function createSubscriberClient(main: RedisClient): RedisClient {
       lazyConnect: false,
       enableOfflineQueue: true,
       shardedSubscribers: true,
+      // A subscribe waits for its slot's master instead (ioredis's defaults).
+      retryDelayOnClusterDown: 100,
+      retryDelayOnFailover: 100,
       redisOptions: { ...main.options.redisOptions, commandTimeout: undefined },
     });
   }

@@ -139,6 +139,38 @@ export class ThrowawayRedisCluster {
     return { killed: owner, promoted: replica.port };
   }
 
+  /**
+   * Kills the master that owns `slot` and its replicas, and resolves once the other nodes report the
+   * cluster down (`cluster_state:fail`, their answer to every command while a slot has no master).
+   */
+  async killShardOf(slot: number): Promise<number[]> {
+    const owner = await this.masterOfSlot(slot);
+    const nodes = await this.nodes();
+    const master = nodes.find((node) => node.port === owner)!;
+    const ports = [owner, ...nodes.filter((node) => node.masterId === master.id).map((node) => node.port)];
+    await Promise.all(
+      this.servers
+        .filter((server) => ports.includes(server.port))
+        .map(async ({ child }) => {
+          const exited = new Promise((resolve) => child.once('exit', resolve));
+          child.kill('SIGKILL');
+          await exited;
+        }),
+    );
+    // The rest notice after cluster-node-timeout; from then on they refuse every command (CLUSTERDOWN).
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      const states = await Promise.all(
+        this.running().map((server) => cli(server.port, 'cluster', 'info').catch(() => '')),
+      );
+      if (states.every((state) => state.includes('cluster_state:fail'))) break;
+      if (Date.now() > deadline)
+        throw new Error('the Redis Cluster did not report cluster_state:fail within 30 s');
+      await sleep(100);
+    }
+    return ports;
+  }
+
   /** The port of the master that owns `slot` now. */
   async masterOfSlot(slot: number): Promise<number> {
     const owner = (await this.nodes()).find(
@@ -168,12 +200,29 @@ export class ThrowawayRedisCluster {
     );
   }
 
+  /**
+   * Waits for `cluster_state:ok` everywhere and for every replica's link to its master: a replica that has
+   * not synced yet would never be promoted (its data counts as too old), so a failover right after start
+   * would hang.
+   */
   private async waitUntilHealthy(): Promise<void> {
     const deadline = Date.now() + 30_000;
-    while (!(await this.healthyWithout())) {
+    while (!(await this.healthyWithout()) || !(await this.replicasInSync())) {
       if (Date.now() > deadline)
-        throw new Error('the Redis Cluster did not reach cluster_state:ok within 30 s');
+        throw new Error(
+          'the Redis Cluster did not reach cluster_state:ok with every replica in sync within 30 s',
+        );
       await sleep(100);
+    }
+  }
+
+  private async replicasInSync(): Promise<boolean> {
+    try {
+      const replicas = (await this.nodes()).filter((node) => node.role === 'replica');
+      const infos = await Promise.all(replicas.map((node) => cli(node.port, 'info', 'replication')));
+      return infos.every((info) => info.includes('master_link_status:up'));
+    } catch {
+      return false;
     }
   }
 
