@@ -2,6 +2,11 @@
  * `workbench status [--env E] [--json]`: an environment (the local cluster by default) at a glance — phase, each node (health, background work,
  * flags acted on, disagreement with the environment's desired values), ownership (clock leaders, watch
  * owners, schedule occurrences fired in the last hour, the active lease) and audit chain health.
+ *
+ * The nodes are asked first and on their own (their /health answers 503 `unavailable` while Postgres is
+ * down), so a database that does not answer still leaves each node's health on the screen, with a line
+ * saying the database is unreachable and why; what only Postgres knows (phase, ownership, chains) is then
+ * unknown (null in --json), and the exit code is 1.
  */
 import { createPool } from '../../broker/db/pool.js';
 import { defineCommand, type OptionSpec, type Parsed, UsageError } from '../args.js';
@@ -13,6 +18,8 @@ interface NodeStatus {
   id: string;
   url: string;
   health: string;
+  /** Postgres as the node sees it (`up`, `down`), null when the node did not answer. */
+  db: string | null;
   backgroundWork: string;
   /** Flags it acts on otherwise than desired; null when unknown (the node did not answer). */
   disagreements: string[] | null;
@@ -47,6 +54,7 @@ async function runStatusCommand({ values, positionals }: Parsed<typeof OPTIONS>)
           await fetch(`${node.url}/health`, { signal: AbortSignal.timeout(NODE_TIMEOUT_MS) })
         ).json()) as {
           status: string;
+          db?: string;
           backgroundWork: string;
         };
         const flags = (await (
@@ -61,66 +69,113 @@ async function runStatusCommand({ values, positionals }: Parsed<typeof OPTIONS>)
           id: node.id,
           url: node.url,
           health: health.status,
+          db: health.db ?? null,
           backgroundWork: health.backgroundWork,
           disagreements,
         };
       } catch {
-        return { id: node.id, url: node.url, health: 'down', backgroundWork: '-', disagreements: null };
+        return {
+          id: node.id,
+          url: node.url,
+          health: 'down',
+          db: null,
+          backgroundWork: '-',
+          disagreements: null,
+        };
       }
     }),
   );
 
-  const pool = createPool(target.databaseUrl, { max: 2, applicationName: 'workbench-status' });
+  const database = await readDatabase(target.databaseUrl, environment);
+  const status = {
+    phase: database.state?.phase ?? null,
+    environment: environment.name,
+    loadBalancer: target.lbUrl,
+    nodes,
+    database:
+      database.error === undefined ? { reachable: true } : { reachable: false, error: database.error },
+    ownership: database.state?.ownership ?? null,
+    chains: database.state?.chains ?? null,
+  };
+  if (values.json) console.log(JSON.stringify(status, null, 2));
+  else printStatus(status, nodes, database);
+  const healthy =
+    database.state !== undefined &&
+    nodes.every((n) => n.health === 'ok') &&
+    database.state.chains.broken.length === 0;
+  return healthy ? 0 : 1;
+}
+
+type DatabaseState = Awaited<ReturnType<typeof readDatabaseState>>;
+
+/** What only Postgres knows, or why it could not be read (the database down, gone, not migrated). */
+async function readDatabase(
+  databaseUrl: string,
+  environment: ReturnType<typeof resolveEnvironment>,
+): Promise<{ state?: DatabaseState; error?: string }> {
+  const pool = createPool(databaseUrl, { max: 2, applicationName: 'workbench-status' });
+  // A pool whose server went away emits 'error' on idle clients; the failed query says it already.
+  pool.on('error', () => {});
   try {
-    const {
-      clockLeaders,
-      watchOwners,
-      scheduleOccurrencesLastHour: fired,
-      activeLease: lease,
-    } = await readOwnership(pool);
-    const { intact, broken } = await readChains(pool);
-    const status = {
-      phase: await currentPhase(pool, environment.name, environment.phase),
-      environment: environment.name,
-      loadBalancer: target.lbUrl,
-      nodes,
-      ownership: {
-        clockLeaders,
-        watchOwners,
-        scheduleOccurrencesLastHour: fired,
-        activeLease: lease ?? null,
-      },
-      chains: { intact, broken },
-    };
-    if (values.json) {
-      console.log(JSON.stringify(status, null, 2));
-    } else {
-      const list = (rows: Array<{ node: string | null; n: number }>) =>
-        rows.length === 0 ? 'none' : rows.map((r) => `${r.node ?? 'unowned'} ${r.n}`).join(', ');
-      console.log(`phase ${status.phase} (${status.environment}) behind ${status.loadBalancer}`);
-      for (const node of nodes) {
-        const flags =
-          node.disagreements === null
-            ? 'flags unknown (no answer)'
-            : node.disagreements.length === 0
-              ? 'flags as desired'
-              : `DISAGREES on ${node.disagreements.join(', ')}`;
-        console.log(
-          `  ${node.id.padEnd(10)} ${node.health.padEnd(11)} background ${node.backgroundWork.padEnd(8)} ${flags}`,
-        );
-      }
-      console.log(`  clock leaders: ${list(clockLeaders)}; watch owners: ${list(watchOwners)}`);
-      console.log(`  schedule occurrences fired (last hour): ${list(fired)}`);
-      console.log(
-        `  active lease: ${lease ? `${lease.holder} (epoch ${lease.epoch}${lease.live ? '' : ', expired'})` : 'not used'}`,
-      );
-      console.log(
-        `  audit chains: ${intact} intact, ${broken.length} broken${broken.length ? ` (${broken.join(', ')})` : ''}`,
-      );
-    }
-    const healthy = nodes.every((n) => n.health === 'ok') && broken.length === 0;
-    return healthy ? 0 : 1;
+    return { state: await readDatabaseState(pool, environment) };
+  } catch (error) {
+    return { error: (error as Error).message || String(error) };
   } finally {
-    await pool.end();
+    await pool.end().catch(() => {});
   }
+}
+
+async function readDatabaseState(
+  pool: ReturnType<typeof createPool>,
+  environment: ReturnType<typeof resolveEnvironment>,
+) {
+  const { clockLeaders, watchOwners, scheduleOccurrencesLastHour, activeLease } = await readOwnership(pool);
+  const chains = await readChains(pool);
+  return {
+    phase: await currentPhase(pool, environment.name, environment.phase),
+    ownership: { clockLeaders, watchOwners, scheduleOccurrencesLastHour, activeLease: activeLease ?? null },
+    chains: { intact: chains.intact, broken: chains.broken },
+  };
+}
+
+function printStatus(
+  status: { phase: number | null; environment: string; loadBalancer: string },
+  nodes: NodeStatus[],
+  database: { state?: DatabaseState; error?: string },
+): void {
+  const list = (rows: Array<{ node: string | null; n: number }>) =>
+    rows.length === 0 ? 'none' : rows.map((r) => `${r.node ?? 'unowned'} ${r.n}`).join(', ');
+  console.log(`phase ${status.phase ?? 'unknown'} (${status.environment}) behind ${status.loadBalancer}`);
+  for (const node of nodes) {
+    const flags =
+      node.disagreements === null
+        ? 'flags unknown (no answer)'
+        : node.disagreements.length === 0
+          ? 'flags as desired'
+          : `DISAGREES on ${node.disagreements.join(', ')}`;
+    const db = node.db !== null && node.db !== 'up' ? `  db ${node.db}` : '';
+    console.log(
+      `  ${node.id.padEnd(10)} ${node.health.padEnd(11)} background ${node.backgroundWork.padEnd(8)} ${flags}${db}`,
+    );
+  }
+  const { state } = database;
+  if (!state) {
+    console.log(`  database: UNREACHABLE (${database.error}): phase, ownership and audit chains unknown`);
+    return;
+  }
+  const {
+    clockLeaders,
+    watchOwners,
+    scheduleOccurrencesLastHour: fired,
+    activeLease: lease,
+  } = state.ownership;
+  const { intact, broken } = state.chains;
+  console.log(`  clock leaders: ${list(clockLeaders)}; watch owners: ${list(watchOwners)}`);
+  console.log(`  schedule occurrences fired (last hour): ${list(fired)}`);
+  console.log(
+    `  active lease: ${lease ? `${lease.holder} (epoch ${lease.epoch}${lease.live ? '' : ', expired'})` : 'not used'}`,
+  );
+  console.log(
+    `  audit chains: ${intact} intact, ${broken.length} broken${broken.length ? ` (${broken.join(', ')})` : ''}`,
+  );
 }
