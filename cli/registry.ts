@@ -24,6 +24,10 @@ export const COMMANDS: Record<string, CommandEntry> = {
     summary: 'crash (kill), drain (stop) or restart (start) one node of the local cluster',
     load: async () => (await import('./commands/cluster.js')).nodeCommand,
   },
+  region: {
+    summary: 'cut, restore or promote a region of the two-region simulation (up --phase 4)',
+    load: async () => (await import('./commands/region.js')).regionCommand,
+  },
   promote: {
     summary: "health, smoke, flip to a phase's flags, smoke again; roll back on failure",
     load: async () => (await import('./commands/promote.js')).promoteCommand,

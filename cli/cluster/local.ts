@@ -45,12 +45,45 @@ export interface ClusterFile {
   flagsDir: string;
   /** Broker settings the nodes started with beyond the cluster's own, so a restarted node gets them again. */
   brokerEnv: Record<string, string>;
+  /**
+   * Phase 4's two-region simulation only (cli/cluster/regions/): the process that holds the links, the
+   * regions' load balancers, Redis and Postgres servers. `lb` is then the weighted entry.
+   */
+  regions?: RegionsState;
 }
 
 export interface ClusterNode {
   id: string;
   url: string;
   pid: number;
+  /** Phase 4: the node's region, and the settings that differ per region (database, Redis, REGION). */
+  region?: string;
+  env?: Record<string, string>;
+}
+
+/** What cluster.json says about the simulated regions (written by cli/cluster/regions/simulation.ts). */
+export interface RegionsState {
+  /** The `workbench up --phase 4` process running the simulation, and its control socket. */
+  supervisor: { pid: number; control: string };
+  rttMs: number;
+  jitterMs: number;
+  /** The region whose Postgres takes the writes (the replica's region after a promotion). */
+  primaryRegion: string;
+  list: Array<{
+    name: string;
+    lb: { url: string; pid: number };
+    redis: { url: string; pid: number };
+    postgres: { role: 'primary' | 'replica' | 'stopped'; url: string; dataDir: string };
+  }>;
+  /** Every cross-region link: who connects (`from`) to what of the other region (`to`, `service`). */
+  links: Array<{
+    from: string;
+    to: string;
+    service: 'postgres' | 'replication' | 'redis' | 'lb';
+    address: string;
+    upstream: string;
+    cut: boolean;
+  }>;
 }
 
 /**
@@ -117,7 +150,7 @@ export function ensurePrivateStateDir(cwd = process.cwd()): string {
 }
 
 /** A log under `.workbench/logs/` opened for appending, the owner's only (an older one 0644 is narrowed). */
-function openPrivateLog(dir: string, name: string): number {
+export function openPrivateLog(dir: string, name: string): number {
   const fd = openSync(join(dir, 'logs', name), 'a', PRIVATE_FILE);
   fchmodSync(fd, PRIVATE_FILE);
   return fd;
@@ -141,13 +174,13 @@ export function alive(pid: number): boolean {
   }
   try {
     const command = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
-    return /main\.js\0broker|haproxy|traefik/.test(command);
+    return /main\.js\0broker|main\.js\0up\0|haproxy|traefik/.test(command);
   } catch {
     return true; // no /proc here: trust the pid
   }
 }
 
-async function waitHealthy(url: string, timeoutMs: number, isDead: () => boolean): Promise<void> {
+export async function waitHealthy(url: string, timeoutMs: number, isDead: () => boolean): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (isDead()) throw new Error(`${url} exited while starting`);
@@ -187,21 +220,61 @@ export interface UpOptions {
   env?: Record<string, string>;
 }
 
-export async function up(options: UpOptions): Promise<ClusterFile> {
-  const cwd = options.cwd ?? process.cwd();
-  const say = options.log ?? (() => {});
+/**
+ * `.workbench/` (private) and the running environment's flags: a copy of the preset of `flagsPhase`
+ * (default: the phase's own), so flips never edit the repository's files.
+ */
+export function prepareState(
+  cwd: string,
+  options: Pick<UpOptions, 'phase' | 'environment' | 'flagsPhase'>,
+): { dir: string; flagsEnv: string; presetPhase: number } {
+  const dir = ensurePrivateStateDir(cwd);
+  const flagsEnv = options.environment ?? `phase${options.phase}`;
+  const presetPhase = options.flagsPhase ?? options.phase;
+  copyFileSync(
+    join(packageRoot(), 'phases', `phase${presetPhase}`, 'flags', `phase${presetPhase}.json`),
+    join(dir, 'flags', `${flagsEnv}.json`),
+  );
+  return { dir, flagsEnv, presetPhase };
+}
+
+/** The broker settings every node of a local cluster shares beyond its own (recorded as `brokerEnv`). */
+export function clusterBrokerEnv(extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    // A local cluster runs on loopback, where every address is private: let its watches reach it.
+    WATCH_ALLOW_PRIVATE: 'true',
+    ...Object.fromEntries(
+      TUNABLE_BROKER_SETTINGS.flatMap((name) => (process.env[name] ? [[name, process.env[name]!]] : [])),
+    ),
+    ...extra,
+  };
+}
+
+/** Refuses to start over a cluster whose processes still run. */
+export function refuseRunningCluster(cwd: string): void {
   const existing = readCluster(cwd);
-  if (existing && [existing.lb.pid, ...existing.nodes.map((n) => n.pid)].some(alive)) {
+  if (existing && clusterPids(existing).some(alive)) {
     throw new Error(
       `a cluster is already running here (phase ${existing.phase}, ${existing.lb.url}); run "workbench down" first`,
     );
   }
-  const lbKind = chooseLoadBalancer(options.loadBalancer);
-  if (lbKind === 'haproxy' && spawnSync('haproxy', ['-v']).error) {
+}
+
+/** HAProxy must be installed; says how when it is not. */
+export function requireHaproxy(): void {
+  if (spawnSync('haproxy', ['-v']).error) {
     throw new Error(
       'HAProxy is not installed: apt-get update && apt-get install -y --no-install-recommends haproxy',
     );
   }
+}
+
+export async function up(options: UpOptions): Promise<ClusterFile> {
+  const cwd = options.cwd ?? process.cwd();
+  const say = options.log ?? (() => {});
+  refuseRunningCluster(cwd);
+  const lbKind = chooseLoadBalancer(options.loadBalancer);
+  if (lbKind === 'haproxy') requireHaproxy();
   const phaseDir = join(packageRoot(), 'phases', `phase${options.phase}`);
   if (!existsSync(phaseDir))
     throw new Error(`no phase ${options.phase} (phases/phase${options.phase} is missing)`);
@@ -213,26 +286,13 @@ export async function up(options: UpOptions): Promise<ClusterFile> {
       `phase ${options.phase} routes to ${hosts.length} brokers (${hosts.join(', ')}); --nodes must be at least that`,
     );
   }
-  const dir = ensurePrivateStateDir(cwd);
-  const flagsEnv = options.environment ?? `phase${options.phase}`;
-  const presetPhase = options.flagsPhase ?? options.phase;
-  copyFileSync(
-    join(packageRoot(), 'phases', `phase${presetPhase}`, 'flags', `phase${presetPhase}.json`),
-    join(dir, 'flags', `${flagsEnv}.json`),
-  );
+  const { dir, flagsEnv, presetPhase } = prepareState(cwd, options);
 
   say(`migrating ${new URL(options.databaseUrl).pathname.slice(1)}`);
   await ensureDatabase(options.databaseUrl);
   await runMigrations(options.databaseUrl);
 
-  const brokerEnv: Record<string, string> = {
-    // A local cluster runs on loopback, where every address is private: let its watches reach it.
-    WATCH_ALLOW_PRIVATE: 'true',
-    ...Object.fromEntries(
-      TUNABLE_BROKER_SETTINGS.flatMap((name) => (process.env[name] ? [[name, process.env[name]!]] : [])),
-    ),
-    ...options.env,
-  };
+  const brokerEnv = clusterBrokerEnv(options.env);
   const base: BrokerBase = {
     cwd,
     databaseUrl: options.databaseUrl,
@@ -303,7 +363,7 @@ export async function up(options: UpOptions): Promise<ClusterFile> {
 }
 
 /** Starts the load balancer in front of the nodes (`addresses`: broker host name → `127.0.0.1:port`). */
-function startLoadBalancer(
+export function startLoadBalancer(
   kind: 'haproxy' | 'traefik',
   options: {
     dir: string;
@@ -312,13 +372,16 @@ function startLoadBalancer(
     addresses: Record<string, string>;
     traefik: TraefikConfig;
     phaseFile: string;
+    /** Names its log and configuration when a cluster runs several (phase 4: `haproxy-entry`). */
+    name?: string;
   },
 ): ChildProcess {
   const { dir, cwd, bind, addresses } = options;
-  const log = openPrivateLog(dir, `${kind}.log`);
+  const name = options.name ?? kind;
+  const log = openPrivateLog(dir, `${name}.log`);
   let args: string[];
   if (kind === 'haproxy') {
-    const cfg = join(dir, 'haproxy.cfg');
+    const cfg = join(dir, `${name}.cfg`);
     writeFileSync(cfg, haproxyConfig(options.traefik, { bind, addresses }));
     const check = spawnSync('haproxy', ['-c', '-q', '-f', cfg], { encoding: 'utf8' });
     if (check.status !== 0) throw new Error(`generated HAProxy configuration is invalid:\n${check.stderr}`);
@@ -336,20 +399,28 @@ function startLoadBalancer(
   return lb;
 }
 
-function writeCluster(cwd: string, cluster: ClusterFile): void {
+export function writeCluster(cwd: string, cluster: ClusterFile): void {
   const path = clusterFilePath(cwd);
   writeFileSync(path, `${JSON.stringify(cluster, null, 2)}\n`, { mode: PRIVATE_FILE });
   chmodSync(path, PRIVATE_FILE); // `mode` applies only to a file writeFileSync creates
 }
 
 /** What every broker of a cluster shares; a node adds its id and port. */
-type BrokerBase = Pick<
+export type BrokerBase = Pick<
   ClusterFile,
   'databaseUrl' | 'redisUrl' | 'redisKeyPrefix' | 'adminToken' | 'flagsEnv' | 'flagsDir' | 'brokerEnv'
 > & { cwd: string };
 
-/** One broker process (compiled JS), detached, logging to `.workbench/logs/<id>.log`. */
-function spawnBroker(base: BrokerBase, id: string, port: number): ChildProcess {
+/**
+ * One broker process (compiled JS), detached, logging to `.workbench/logs/<id>.log`; `nodeEnv` (a phase-4
+ * node's region settings) comes last, over the cluster's.
+ */
+export function spawnBroker(
+  base: BrokerBase,
+  id: string,
+  port: number,
+  nodeEnv: Record<string, string> = {},
+): ChildProcess {
   const logFd = openPrivateLog(stateDir(base.cwd), `${id}.log`);
   const child = spawn(process.execPath, [join(packageRoot(), 'dist', 'cli', 'main.js'), 'broker'], {
     cwd: base.cwd,
@@ -365,6 +436,7 @@ function spawnBroker(base: BrokerBase, id: string, port: number): ChildProcess {
       FLAGS_ENV: base.flagsEnv,
       FLAGS_DIR: base.flagsDir,
       STATE_DIR: stateDir(base.cwd),
+      ...nodeEnv,
     },
     detached: true,
     stdio: ['ignore', logFd, logFd],
@@ -386,7 +458,7 @@ function clusterNode(cwd: string, id: string): { cluster: ClusterFile; node: Clu
   return { cluster, node };
 }
 
-async function waitExited(pid: number, timeoutMs: number): Promise<boolean> {
+export async function waitExited(pid: number, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   while (alive(pid) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
   return !alive(pid);
@@ -408,7 +480,7 @@ export async function stopNode(cwd: string, id: string, signal: 'SIGKILL' | 'SIG
 export async function startNode(cwd: string, id: string): Promise<void> {
   const { cluster, node } = clusterNode(cwd, id);
   if (alive(node.pid)) throw new Error(`${id} is running (pid ${node.pid})`);
-  const child = spawnBroker({ ...cluster, cwd }, id, Number(new URL(node.url).port));
+  const child = spawnBroker({ ...cluster, cwd }, id, Number(new URL(node.url).port), node.env);
   try {
     await waitHealthy(node.url, 30_000, () => child.exitCode !== null);
   } catch (error) {
@@ -423,17 +495,36 @@ export async function startNode(cwd: string, id: string): Promise<void> {
   });
 }
 
-/** Stops what `up` started: brokers drain (SIGTERM, then SIGKILL after 12 s), then HAProxy. */
+/** Every process of the cluster named in its file: load balancers, brokers, phase 4's supervisor. */
+export function clusterPids(cluster: ClusterFile): number[] {
+  return [
+    ...(cluster.regions
+      ? [cluster.regions.supervisor.pid, ...cluster.regions.list.map((r) => r.lb.pid)]
+      : []),
+    cluster.lb.pid,
+    ...cluster.nodes.map((n) => n.pid),
+  ];
+}
+
+async function stopProcess(pid: number, graceMs: number): Promise<void> {
+  if (!alive(pid)) return;
+  process.kill(pid, 'SIGTERM');
+  if (!(await waitExited(pid, graceMs))) process.kill(pid, 'SIGKILL');
+}
+
+/**
+ * Stops what `up` started: brokers drain (SIGTERM, then SIGKILL after 12 s), then HAProxy. Phase 4's
+ * supervisor is asked to stop everything it started (its brokers, load balancers, links, throw-away
+ * Postgres and Redis servers and their folders, cli/cluster/regions/simulation.ts); what it left running
+ * (it was killed) is stopped here by pid.
+ */
 export async function down(cwd = process.cwd()): Promise<ClusterFile | undefined> {
   const cluster = readCluster(cwd);
   if (!cluster) return undefined;
-  const stop = async (pid: number, graceMs: number) => {
-    if (!alive(pid)) return;
-    process.kill(pid, 'SIGTERM');
-    if (!(await waitExited(pid, graceMs))) process.kill(pid, 'SIGKILL');
-  };
-  await Promise.all(cluster.nodes.map((node) => stop(node.pid, 12_000)));
-  await stop(cluster.lb.pid, 5000);
+  if (cluster.regions) await stopProcess(cluster.regions.supervisor.pid, 40_000);
+  const latest = readCluster(cwd) ?? cluster; // the supervisor removes the file once it is done
+  await Promise.all(latest.nodes.map((node) => stopProcess(node.pid, 12_000)));
+  await Promise.all(clusterPids(latest).map((pid) => stopProcess(pid, 5000)));
   rmSync(clusterFilePath(cwd), { force: true });
   return cluster;
 }

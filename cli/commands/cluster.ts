@@ -1,5 +1,8 @@
 import { defineCommand, type OptionSpec, type Parsed, portOption, positiveInt, UsageError } from '../args.js';
-import { down, startNode, stopNode, up } from '../cluster/local.js';
+import { type ClusterFile, down, startNode, stopNode, up } from '../cluster/local.js';
+import { reapRegions } from '../cluster/regions/simulation.js';
+import { launchSupervisor, runSupervisor, tellLauncher } from '../cluster/regions/supervisor.js';
+import { parseRegionOptions } from '../cluster/regions/topology.js';
 import { DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL } from '../database.js';
 
 /**
@@ -31,12 +34,45 @@ const UP_OPTIONS = {
     value: 'URL',
     help: 'the Redis (default: REDIS_URL, else the local default)',
   },
+  'rtt-ms': {
+    type: 'string',
+    value: 'MS',
+    help: 'phase 4: the round trip between the regions, half each way (default 40)',
+  },
+  'jitter-ms': {
+    type: 'string',
+    value: 'MS',
+    help: 'phase 4: extra one-way delay drawn per chunk, at most half the RTT (default 2)',
+  },
+  'nodes-per-region': {
+    type: 'string',
+    value: 'K',
+    help: 'phase 4: brokers in each region (default 2)',
+  },
+  foreground: {
+    type: 'boolean',
+    help: 'phase 4: run the simulation in this terminal (Ctrl-C stops everything)',
+  },
 } as const satisfies OptionSpec;
 
+/** Options that only phase 4's two-region simulation takes, and the ones it refuses. */
+const REGION_ONLY = ['rtt-ms', 'jitter-ms', 'nodes-per-region', 'foreground'] as const;
+const NOT_IN_REGIONS = {
+  nodes: '--nodes-per-region',
+  'database-url': 'nothing: phase 4 runs its own throw-away Postgres primary and replica',
+  'redis-url': 'nothing: phase 4 runs a throw-away Redis per region',
+  lb: 'nothing: phase 4 runs HAProxy per region and for the entry',
+} as const;
+
 export const upCommand = defineCommand({
-  synopsis: ['up [--phase N] [--nodes K] [--port P] [--lb haproxy|traefik] [--env E] [--flags-phase N]'],
+  synopsis: [
+    'up [--phase N] [--nodes K] [--port P] [--lb haproxy|traefik] [--env E] [--flags-phase N]',
+    'up --phase 4 [--rtt-ms MS] [--jitter-ms MS] [--nodes-per-region K] [--port P] [--foreground]',
+  ],
   about: `Starts a local cluster of phase N: brokers behind Traefik (when a traefik binary is on PATH) or HAProxy;
-its state goes to .workbench/.`,
+its state goes to .workbench/. Phase 4 is two simulated regions (docs/multi-region.md): a throw-away
+Postgres primary in region a and its streaming replica in b, a Redis, brokers and HAProxy per region and
+the weighted entry, every cross-region link delayed; "workbench region" cuts, restores and promotes.`,
   options: UP_OPTIONS,
   run: runUpCommand,
 });
@@ -48,6 +84,10 @@ async function runUpCommand({ values, positionals }: Parsed<typeof UP_OPTIONS>):
     throw new UsageError('--phase must be 0, 1, 2, 3 or 4');
   if (values.lb !== undefined && values.lb !== 'haproxy' && values.lb !== 'traefik')
     throw new UsageError('--lb must be haproxy or traefik');
+  if (phase === 4) return runRegionsUp(values);
+  for (const option of REGION_ONLY)
+    if (values[option] !== undefined)
+      throw new UsageError(`--${option} is for phase 4's two-region simulation only (--phase 4)`);
   const cluster = await up({
     loadBalancer: values.lb,
     phase,
@@ -69,6 +109,86 @@ ${cluster.nodes.map((n) => `    ${n.id.padEnd(14)}  ${n.url}   (pid ${n.pid}, lo
   return 0;
 }
 
+/**
+ * Phase 4: every option checked before anything starts, then the simulation started in the background
+ * (or, with --foreground, run here until Ctrl-C).
+ */
+async function runRegionsUp(values: Parsed<typeof UP_OPTIONS>['values']): Promise<number> {
+  for (const [option, instead] of Object.entries(NOT_IN_REGIONS))
+    if (values[option as keyof typeof NOT_IN_REGIONS] !== undefined)
+      throw new UsageError(`--${option} does not apply to phase 4 (use ${instead})`);
+  const regionOptions = parseRegionOptions({
+    rttMs: values['rtt-ms'],
+    jitterMs: values['jitter-ms'],
+    nodesPerRegion: values['nodes-per-region'],
+  });
+  const flagsPhase = values['flags-phase'] === undefined ? undefined : Number(values['flags-phase']);
+  if (flagsPhase !== undefined && (!Number.isInteger(flagsPhase) || flagsPhase < 0 || flagsPhase > 4))
+    throw new UsageError('--flags-phase must be 0, 1, 2, 3 or 4');
+  const port = portOption('--port', values.port);
+  const cwd = process.cwd();
+  if (!values.foreground) {
+    const args = [
+      '--phase',
+      '4',
+      '--rtt-ms',
+      String(regionOptions.rttMs),
+      '--jitter-ms',
+      String(regionOptions.jitterMs),
+      '--nodes-per-region',
+      String(regionOptions.nodesPerRegion),
+      ...(port === undefined ? [] : ['--port', String(port)]),
+      ...(values.env === undefined ? [] : ['--env', values.env]),
+      ...(flagsPhase === undefined ? [] : ['--flags-phase', String(flagsPhase)]),
+    ];
+    printRegions(await launchSupervisor(cwd, args), false);
+    return 0;
+  }
+  try {
+    await runSupervisor(
+      {
+        ...regionOptions,
+        cwd,
+        port,
+        environment: values.env,
+        flagsPhase,
+        log: (line) => console.log(line),
+      },
+      (cluster) => {
+        printRegions(cluster, true);
+        tellLauncher({ ready: cluster });
+      },
+    );
+  } catch (error) {
+    tellLauncher({ error: (error as Error).message });
+    throw error;
+  }
+  return 0;
+}
+
+function printRegions(cluster: ClusterFile, foreground: boolean): void {
+  const regions = cluster.regions!;
+  const lines = [
+    `\n  phase 4: ${regions.list.length} regions up, ${regions.rttMs} ms RTT between them (jitter ${regions.jitterMs} ms one-way)`,
+    `    entry           ${cluster.lb.url}   (weighted, health-checked; log .workbench/logs/haproxy-entry.log)`,
+  ];
+  for (const region of regions.list) {
+    lines.push(
+      `    region ${region.name}        load balancer ${region.lb.url}, Redis ${region.redis.url}, Postgres ${region.postgres.role} ${region.postgres.url}`,
+    );
+    for (const node of cluster.nodes.filter((n) => n.region === region.name))
+      lines.push(
+        `      ${node.id.padEnd(14)}${node.url}   (pid ${node.pid}, log .workbench/logs/${node.id}.log)`,
+      );
+  }
+  lines.push(
+    `    links           ${regions.links.map((l) => `${l.from}→${l.to} ${l.service}`).join(', ')}`,
+    `    supervisor      pid ${regions.supervisor.pid}${foreground ? ' (this process: Ctrl-C stops everything)' : ', log .workbench/logs/regions.log'}`,
+    '  "workbench region cut|restore|promote|kill-primary" acts on it; "workbench down" stops it.',
+  );
+  console.log(lines.join('\n'));
+}
+
 const DOWN_OPTIONS = {} as const satisfies OptionSpec;
 
 export const downCommand = defineCommand({
@@ -81,9 +201,11 @@ export const downCommand = defineCommand({
 async function runDownCommand({ positionals }: Parsed<typeof DOWN_OPTIONS>): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
   const cluster = await down();
+  // A supervisor that was killed could not remove its servers: whatever it left goes now.
+  if (cluster?.regions) await reapRegions(cluster.regions);
   console.log(
     cluster
-      ? `stopped the phase ${cluster.phase} cluster (${cluster.nodes.length} nodes and the load balancer)`
+      ? `stopped the phase ${cluster.phase} cluster (${cluster.nodes.length} nodes and the load balancer${cluster.regions ? `s, ${cluster.regions.list.length} regions` : ''})`
       : 'no cluster is running here',
   );
   return 0;

@@ -1,0 +1,126 @@
+/**
+ * How `workbench up --phase 4` runs the simulation. The links are sockets of one process, so that process
+ * must outlive the command: `up` starts itself again with `--foreground`, detached, logging to
+ * `.workbench/logs/regions.log`, and returns once that process says the regions are up (or why not).
+ * `--foreground` runs it in the terminal instead: Ctrl-C stops everything.
+ *
+ * The supervisor serves the control socket (./control.ts) and stops everything on SIGTERM (what
+ * `workbench down` sends) or SIGINT. Until it is up, a signal runs the registered last-resort cleanups
+ * (cli/cluster/exit-cleanup.ts) and kills it, so an interrupted start leaves nothing either.
+ */
+import { spawn } from 'node:child_process';
+import { closeSync, rmSync } from 'node:fs';
+import type { Server } from 'node:net';
+import { join } from 'node:path';
+import { packageRoot } from '../../../broker/paths.js';
+import {
+  type ClusterFile,
+  ensurePrivateStateDir,
+  openPrivateLog,
+  readCluster,
+  refuseRunningCluster,
+  requireHaproxy,
+  stateDir,
+} from '../local.js';
+import { type ControlRequest, checkControlPath, serveControl } from './control.js';
+import { RegionSimulation, type SimulationOptions } from './simulation.js';
+
+export const controlPath = (cwd: string) => join(stateDir(cwd), 'regions.sock');
+
+type Message = { ready: ClusterFile } | { error: string };
+
+/** Runs the simulation in this process until SIGTERM/SIGINT; `ready` is told once it is up. */
+export async function runSupervisor(
+  options: Omit<SimulationOptions, 'controlPath'>,
+  ready: (cluster: ClusterFile) => void,
+): Promise<void> {
+  const path = controlPath(options.cwd);
+  checkControlPath(path);
+  refuseRunningCluster(options.cwd);
+  requireHaproxy();
+  const simulation = await RegionSimulation.start({ ...options, controlPath: path });
+  let control: Server | undefined;
+  try {
+    control = await serveControl(path, (request) => handle(simulation, request));
+  } catch (error) {
+    await simulation.stop();
+    throw error;
+  }
+  const stopped = new Promise<void>((resolve) => {
+    const shutdown = async () => {
+      control?.close();
+      rmSync(path, { force: true });
+      await simulation.stop();
+      resolve();
+    };
+    process.once('SIGTERM', shutdown);
+    process.once('SIGINT', shutdown);
+  });
+  ready(readCluster(options.cwd)!);
+  await stopped;
+}
+
+function handle(simulation: RegionSimulation, request: ControlRequest): Promise<unknown> {
+  const region = () => {
+    if (typeof request.region !== 'string') throw new Error(`"${request.op}" needs a region`);
+    return request.region;
+  };
+  switch (request.op) {
+    case 'cut':
+      return Promise.resolve({ links: simulation.cut(region()) });
+    case 'restore':
+      return Promise.resolve({ links: simulation.restore(region()) });
+    case 'kill-primary':
+      return Promise.resolve({ region: simulation.killPrimary() });
+    case 'promote':
+      return simulation.promote(region());
+    default:
+      throw new Error(`unknown control operation "${String(request.op)}"`);
+  }
+}
+
+/**
+ * Starts the supervisor detached (`args` are `up`'s own, plus `--foreground`) and resolves with the cluster
+ * once it is up; rejects with its error (it has then cleaned up). Ctrl-C while waiting stops it.
+ */
+export async function launchSupervisor(cwd: string, args: string[]): Promise<ClusterFile> {
+  const dir = ensurePrivateStateDir(cwd);
+  const log = openPrivateLog(dir, 'regions.log');
+  const child = spawn(
+    process.execPath,
+    [join(packageRoot(), 'dist', 'cli', 'main.js'), 'up', ...args, '--foreground'],
+    { cwd, detached: true, stdio: ['ignore', log, log, 'ipc'] },
+  );
+  closeSync(log);
+  const interrupt = () => child.kill('SIGTERM');
+  process.once('SIGINT', interrupt);
+  process.once('SIGTERM', interrupt);
+  try {
+    return await new Promise<ClusterFile>((resolve, reject) => {
+      child.once('message', (message: Message) => {
+        if ('ready' in message) resolve(message.ready);
+        else reject(new Error(message.error));
+      });
+      child.once('exit', (code, signal) =>
+        reject(
+          new Error(
+            `the simulation stopped while starting (${signal ?? `exit ${code}`}); see .workbench/logs/regions.log`,
+          ),
+        ),
+      );
+    });
+  } finally {
+    process.off('SIGINT', interrupt);
+    process.off('SIGTERM', interrupt);
+    if (child.connected) child.disconnect();
+    child.unref();
+  }
+}
+
+/** In the supervisor: tells the `up` that launched it (if any) how the start went. */
+export function tellLauncher(message: Message): void {
+  if (process.send) {
+    process.send(message);
+    process.disconnect();
+  }
+}
