@@ -124,9 +124,7 @@ export class ThrowawayRedisCluster {
     const replica = before.find((node) => node.role === 'replica' && node.masterId === master.id);
     if (!replica) throw new Error(`master on port ${owner} has no replica to take over`);
     const server = this.servers.find((entry) => entry.port === owner)!;
-    const exited = new Promise((resolve) => server.child.once('exit', resolve));
-    server.child.kill('SIGKILL');
-    await exited;
+    await kill(server.child);
     const deadline = Date.now() + 30_000;
     for (;;) {
       const now = await this.nodes().catch(() => []);
@@ -149,13 +147,7 @@ export class ThrowawayRedisCluster {
     const master = nodes.find((node) => node.port === owner)!;
     const ports = [owner, ...nodes.filter((node) => node.masterId === master.id).map((node) => node.port)];
     await Promise.all(
-      this.servers
-        .filter((server) => ports.includes(server.port))
-        .map(async ({ child }) => {
-          const exited = new Promise((resolve) => child.once('exit', resolve));
-          child.kill('SIGKILL');
-          await exited;
-        }),
+      this.servers.filter((server) => ports.includes(server.port)).map(({ child }) => kill(child)),
     );
     // The rest notice after cluster-node-timeout; from then on they refuse every command (CLUSTERDOWN).
     const deadline = Date.now() + 30_000;
@@ -182,15 +174,7 @@ export class ThrowawayRedisCluster {
   }
 
   async stop(): Promise<void> {
-    await Promise.all(
-      this.servers.map(async (server) => {
-        const { child } = server;
-        if (child.exitCode !== null || child.signalCode !== null) return;
-        const exited = new Promise((resolve) => child.once('exit', resolve));
-        child.kill('SIGKILL');
-        await exited;
-      }),
-    );
+    await Promise.all(this.servers.map((server) => kill(server.child)));
     rmSync(this.dir, { recursive: true, force: true });
   }
 
@@ -282,6 +266,14 @@ async function startServer(dir: string): Promise<ServerProcess> {
     await sleep(25);
   }
   return { port, child };
+}
+
+/** SIGKILLs `child` (unless it has ended) and resolves once it has exited. */
+async function kill(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGKILL');
+  await exited;
 }
 
 async function cli(port: number, ...args: string[]): Promise<string> {
