@@ -93,7 +93,7 @@ async function assembleNode(
   metrics: BrokerMetrics,
   infrastructure: Infrastructure,
 ): Promise<BrokerNode> {
-  const { pool, redis, pubsub, bus } = infrastructure;
+  const { pool, readPool, redis, counters, pubsub, bus } = infrastructure;
   const connections = new ConnectionRegistry();
   const directory = new Directory(pool);
   const messages = new MessageStore(pool, {
@@ -144,8 +144,9 @@ async function assembleNode(
     messages,
     schedules,
     watchStore,
-    redis,
-    redisGuard: new RedisGuard(redis),
+    readPool,
+    redis: counters,
+    redisGuard: new RedisGuard(counters),
     bus,
     sinks: {
       presenceEvents: onPresence,
@@ -246,10 +247,15 @@ async function assembleNode(
     {
       name: 'heartbeat',
       start: async () => {
-        heartbeat = new NodeHeartbeat(pool, config.nodeId, url, config.heartbeatMs, log, () => ({
-          environment: config.flagsEnv,
-          flags: flags.report(),
-        }));
+        heartbeat = new NodeHeartbeat(
+          pool,
+          config.nodeId,
+          url,
+          config.heartbeatMs,
+          log,
+          () => ({ environment: config.flagsEnv, flags: flags.report() }),
+          config.region ?? null,
+        );
         await heartbeat.start();
       },
       stop: async () => heartbeat?.stop(),

@@ -23,6 +23,18 @@ export interface BrokerConfig {
    * single Redis (sharded pub/sub, hash-tagged keys: docs/redis-cluster.md).
    */
   redisClusterNodes: RedisClusterNode[] | undefined;
+  /**
+   * Multi-region (docs/multi-region.md), every field absent or equal to the single-region value when the
+   * variables are unset: this node's region (REGION), the region whose nodes take a mesh with no home region
+   * of its own (PRIMARY_REGION), the read pool's database (DATABASE_READ_URL, default DATABASE_URL), the other
+   * regions' Redis the bus also publishes to (REDIS_REMOTE_URLS), and the Redis of the shared counters
+   * (REDIS_COUNTERS_URL, default REDIS_URL).
+   */
+  region: string | undefined;
+  primaryRegion: string | undefined;
+  databaseReadUrl: string;
+  redisRemoteUrls: string[];
+  redisCountersUrl: string;
   host: string;
   port: number;
   nodeId: string;
@@ -171,6 +183,70 @@ function clusterNodes(env: Env): RedisClusterNode[] | undefined {
   }
 }
 
+const REGION_NAME = /^[a-z0-9-]{1,32}$/;
+
+function regionName(env: Env, name: string): string | undefined {
+  const value = env[name];
+  if (value === undefined || value === '') return undefined;
+  if (!REGION_NAME.test(value))
+    throw new ConfigError(name, `must be 1-32 characters of a-z, 0-9 or "-", got "${value}"`);
+  return value;
+}
+
+/** REDIS_REMOTE_URLS: comma-separated redis:// URLs, none empty, none twice, none the local REDIS_URL. */
+function remoteRedisUrls(env: Env, localUrl: string): string[] {
+  const raw = env.REDIS_REMOTE_URLS;
+  if (raw === undefined || raw === '') return [];
+  const urls = raw.split(',').map((entry) => entry.trim());
+  for (const [index, entry] of urls.entries()) {
+    if (entry === '') throw new ConfigError('REDIS_REMOTE_URLS', `entry ${index + 1} is empty ("${raw}")`);
+    let parsed: URL;
+    try {
+      parsed = new URL(entry);
+    } catch {
+      throw new ConfigError('REDIS_REMOTE_URLS', `entry ${index + 1} is not a URL: "${entry}"`);
+    }
+    if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:')
+      throw new ConfigError(
+        'REDIS_REMOTE_URLS',
+        `entry ${index + 1} must use redis: or rediss:, got "${entry}"`,
+      );
+    if (entry === localUrl)
+      throw new ConfigError(
+        'REDIS_REMOTE_URLS',
+        `lists REDIS_URL itself (${entry}): every node of this region would hear each message twice`,
+      );
+  }
+  if (new Set(urls).size !== urls.length)
+    throw new ConfigError('REDIS_REMOTE_URLS', `lists a URL twice ("${raw}")`);
+  return urls;
+}
+
+/**
+ * The combinations of the multi-region variables that make no sense, or that this build does not do,
+ * refused before anything is opened (each message names the variables).
+ */
+function checkRegionCombinations(env: Env, region: string | undefined, remotes: string[]): void {
+  const set = (name: string) => env[name] !== undefined && env[name] !== '';
+  if (remotes.length > 0 && region === undefined)
+    throw new ConfigError(
+      'REDIS_REMOTE_URLS',
+      'needs REGION (the other regions are the remotes of this one)',
+    );
+  if (set('PRIMARY_REGION') && region === undefined)
+    throw new ConfigError('PRIMARY_REGION', 'needs REGION (a node without a region has no home to compare)');
+  if (env.REDIS_CLUSTER_NODES !== undefined) {
+    // A remote region's nodes subscribe on their own Redis; over clusters the publish would have to be a
+    // sharded one on each remote cluster, and the counters a cluster client too: not built.
+    for (const name of ['REDIS_REMOTE_URLS', 'REDIS_COUNTERS_URL'])
+      if (set(name))
+        throw new ConfigError(
+          name,
+          'cannot be combined with REDIS_CLUSTER_NODES (multi-region over Redis Clusters is not built: docs/multi-region.md)',
+        );
+  }
+}
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 /** Every variable the broker reads, with its default; the README's configuration table mirrors this. */
@@ -205,13 +281,23 @@ export function loadConfig(env: Env = process.env): BrokerConfig {
     throw new ConfigError('UNLEASH_URL', 'is required with FLAGS_PROVIDER=unleash');
   const heartbeatMs = int(env, 'HEARTBEAT_MS', 15_000, 100, 300_000);
   const maxFrameBytes = int(env, 'MAX_FRAME_BYTES', 64 * 1024, 1024, 16 * 1024 * 1024);
+  const databaseUrl = url(env, 'DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/meshbroker', [
+    'postgres:',
+    'postgresql:',
+  ]);
+  const redisUrl = url(env, 'REDIS_URL', 'redis://127.0.0.1:6379', ['redis:', 'rediss:']);
+  const region = regionName(env, 'REGION');
+  const redisRemoteUrls = remoteRedisUrls(env, redisUrl);
+  checkRegionCombinations(env, region, redisRemoteUrls);
   return {
-    databaseUrl: url(env, 'DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/meshbroker', [
-      'postgres:',
-      'postgresql:',
-    ]),
+    databaseUrl,
+    region,
+    primaryRegion: regionName(env, 'PRIMARY_REGION'),
+    databaseReadUrl: url(env, 'DATABASE_READ_URL', databaseUrl, ['postgres:', 'postgresql:']),
+    redisRemoteUrls,
+    redisCountersUrl: url(env, 'REDIS_COUNTERS_URL', redisUrl, ['redis:', 'rediss:']),
     startupDbWaitMs: int(env, 'STARTUP_DB_WAIT_MS', 60_000, 0, 3_600_000),
-    redisUrl: url(env, 'REDIS_URL', 'redis://127.0.0.1:6379', ['redis:', 'rediss:']),
+    redisUrl,
     redisKeyPrefix: str(env, 'REDIS_KEY_PREFIX', 'mesh:'),
     redisClusterNodes: clusterNodes(env),
     host: str(env, 'HOST', '127.0.0.1'),

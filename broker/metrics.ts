@@ -222,6 +222,20 @@ export class BrokerMetrics {
     registers: [this.registry],
   });
 
+  readonly busRemotePublishFailures = new Counter({
+    name: 'mesh_broker_bus_remote_publish_failures_total',
+    help: "Bus messages not published to another region's Redis (REDIS_REMOTE_URLS: unreachable, too slow, or too many in flight); the local publish is not held by them",
+    labelNames: ['remote'],
+    registers: [this.registry],
+  });
+
+  readonly regionReads = new Counter({
+    name: 'mesh_broker_region_reads_total',
+    help: 'Lag-tolerant list reads (peers.list, stream.list, mcp.list, schedule.list, watch.list, audit.query), by the pool that served them (replica: DATABASE_READ_URL, with ha.regions on)',
+    labelNames: ['pool'],
+    registers: [this.registry],
+  });
+
   // Ownership gauges read the modules at scrape time, so they cannot drift from what the node does.
   private clocksLedNow: () => number = () => 0;
   private watchesOwnedNow: () => number = () => 0;
@@ -282,6 +296,24 @@ export class BrokerMetrics {
     for (const what of ['messages', 'expired']) this.retentionDeleted.inc({ what }, 0);
     for (const channel of ['node', 'mesh']) this.busWakeups.inc({ channel }, 0);
     for (const to of ['holder', 'standby']) this.activeLeaseTransitions.inc({ to }, 0);
+    for (const pool of ['primary', 'replica']) this.regionReads.inc({ pool }, 0);
+  }
+
+  /**
+   * Registers `mesh_broker_replica_lag_seconds`, read at scrape time from the read pool (only where it is a
+   * replica: absent on a node whose reads go to the primary). A failed read shows no value, not an old one.
+   */
+  replicaLagFrom(read: () => Promise<number | undefined>): void {
+    const gauge: Gauge = new Gauge({
+      name: 'mesh_broker_replica_lag_seconds',
+      help: "How far the read pool's replica is behind the primary (now() - pg_last_xact_replay_timestamp()); 0 while nothing is being replayed",
+      registers: [this.registry],
+      collect: async (): Promise<void> => {
+        const lag = await read().catch(() => undefined);
+        if (lag === undefined) gauge.reset();
+        else gauge.set(lag);
+      },
+    });
   }
 
   /** What `mesh_broker_clocks_led` reads at scrape time (the clock row registers it). */

@@ -20,6 +20,8 @@ import type { McpRegistry } from './mcp/mcp.js';
 import { mcpRow } from './mcp/row.js';
 import type { Presence } from './presence/presence.js';
 import { presenceRow } from './presence/row.js';
+import type { Regions } from './regions/regions.js';
+import { regionsRow } from './regions/row.js';
 import type { RowContext } from './rows/context.js';
 import type { Lifecycle } from './rows/lifecycle.js';
 import { RowReconciler } from './rows/reconciler.js';
@@ -33,6 +35,7 @@ import type { WatchRunner } from './watches/runner.js';
 
 /** What the node's code uses: each forwards to the implementation its row's flag selects. */
 export interface StateModules {
+  regions: Regions;
   presence: Presence;
   delivery: Delivery;
   cap: ConnectionCap;
@@ -57,6 +60,7 @@ export interface NodeModules {
 
 /** Every row definition, in start order: the inventory as code (checked by tests/unit/state-inventory.test.ts). */
 export const STATE_ROWS: readonly RowInfo[] = [
+  regionsRow,
   presenceRow,
   rateLimitsRow,
   connectionCapRow,
@@ -79,14 +83,17 @@ export function createModules(context: RowContext): NodeModules {
   // gate before the background rows it governs. Shutdown runs the other way: background work stops
   // before the lease is given up (a standby must not start firing while this node still fires), the
   // audit log drains after everything that records, presence goes last.
-  const presence = build(presenceRow, context);
+  // Regions first: the rows that list or claim read and decide through its view.
+  const regionsBuilt = build(regionsRow, context);
+  const regions = regionsBuilt.view;
+  const presence = build(presenceRow, { ...context, regions });
   const limits = build(rateLimitsRow, context);
   const cap = build(connectionCapRow, context);
   const audit = build(auditRow, context);
   const delivery = build(deliveryRow, context);
-  const streams = build(streamsRow, context);
-  const mcp = build(mcpRow, context);
-  const clocks = build(clockRow, context);
+  const streams = build(streamsRow, { ...context, regions });
+  const mcp = build(mcpRow, { ...context, regions });
+  const clocks = build(clockRow, { ...context, regions });
   const gate = build(activeLeaseRow, context);
   // Occurrences and watch notifications take from the send limit, as a `send` does.
   const scheduler = build(schedulerRow, {
@@ -94,11 +101,18 @@ export function createModules(context: RowContext): NodeModules {
     delivery: delivery.view,
     audit: audit.view,
     limits: limits.view,
+    regions,
   });
-  const watches = build(watchesRow, { ...context, delivery: delivery.view, limits: limits.view });
+  const watches = build(watchesRow, {
+    ...context,
+    delivery: delivery.view,
+    limits: limits.view,
+    regions,
+  });
   context.metrics.clocksLedBy(() => clocks.view.ledHere());
 
   const rows: ManagedRow[] = [
+    regionsBuilt,
     presence,
     limits,
     cap,
@@ -113,6 +127,7 @@ export function createModules(context: RowContext): NodeModules {
   ];
   return {
     modules: {
+      regions,
       presence: presence.view,
       limits: limits.view,
       cap: cap.view,

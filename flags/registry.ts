@@ -87,6 +87,14 @@ export const FLAGS = [
     description:
       'Each append locks the chain head in its transaction: one chain, whatever the number of writers',
   },
+  {
+    key: 'ha.regions',
+    row: 'reads and home region',
+    phase: 4,
+    default: false,
+    description:
+      "Lag-tolerant list reads on the region's replica (DATABASE_READ_URL); a mesh's clock, schedules and watches taken by its home region's nodes while one is alive",
+  },
 ] as const;
 
 export type FlagKey = (typeof FLAGS)[number]['key'];

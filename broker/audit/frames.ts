@@ -3,6 +3,7 @@ import { auditQueryFrame, auditVerifyFrame } from '../../protocol/requests.js';
 import type { FrameRoutes } from '../../protocol/routes.js';
 import type { Pool } from '../db/pool.js';
 import { fillByBytes } from '../paging.js';
+import { type ListReads, primaryReads } from '../regions/regions.js';
 import type { AuditLog } from './audit.js';
 import { redactFor } from './redact.js';
 import { AUDIT_COLUMNS, type AuditRow, verifyMesh } from './verify.js';
@@ -24,10 +25,16 @@ function entry(row: AuditRow): AuditEntry {
  * `audit.verify` for the caller's mesh. Both first wait for this
  * node's queued appends of the mesh, so a peer sees the events it just caused.
  */
-export function registerAuditFrames(router: FrameRoutes, pool: Pool, audit: AuditLog): void {
+export function registerAuditFrames(
+  router: FrameRoutes,
+  pool: Pool,
+  audit: AuditLog,
+  /** Where `audit.query` reads (the regions row); default `pool`. `audit.verify` stays on `pool`. */
+  lists: ListReads = primaryReads(pool),
+): void {
   router.on('audit.query', auditQueryFrame, async (frame, { identity }) => {
     await audit.flush(identity.meshId);
-    const result = await pool.query<AuditRow>(
+    const result = await lists.read<AuditRow>(
       `SELECT ${AUDIT_COLUMNS} FROM audit_log WHERE mesh_id = $1 AND ($2::bigint IS NULL OR seq < $2)
         ORDER BY seq DESC, id DESC LIMIT $3`,
       [identity.meshId, frame.before ?? null, frame.limit ?? 100],

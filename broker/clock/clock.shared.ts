@@ -2,6 +2,7 @@ import { ProtocolError } from '../../protocol/errors.js';
 import type { Bus } from '../bus/bus.js';
 import type { Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
+import { type HomeRegionRule, NO_HOME_RULE } from '../regions/regions.js';
 import {
   CLOCK_ROW_COLUMNS,
   type ClockRow,
@@ -33,6 +34,11 @@ export interface SharedClocksOptions {
   meshesHere: () => string[];
   onTick: () => void;
   onFenced: () => void;
+  /**
+   * The home-region rule (`ha.regions`): a mesh it defers is not competed for here, and a clock led here
+   * is given up once it defers (the home region's node then takes it). Default: nothing deferred.
+   */
+  homeRule?: HomeRegionRule;
   log: Logger;
 }
 
@@ -157,6 +163,15 @@ export class SharedClocks implements MeshClocks {
   }
 
   private async competeAll(): Promise<void> {
+    const rule = this.options.homeRule ?? NO_HOME_RULE;
+    // Led here while its home region had no node with its sessions; that node is back: hand it over. The
+    // next tick of the home node's election (its retry) takes the lock; the epoch fences this one anyway.
+    for (const meshId of [...this.led.keys()]) {
+      if (await rule.defers(meshId, 'clock')) {
+        this.options.log.info({ meshId }, 'giving the mesh clock back to its home region');
+        await this.stepDown(meshId);
+      }
+    }
     for (const meshId of this.wanted) await this.compete(meshId);
   }
 
@@ -176,6 +191,7 @@ export class SharedClocks implements MeshClocks {
   private async elect(meshId: string): Promise<void> {
     if (this.led.has(meshId) || !this.wanted.has(meshId)) return;
     try {
+      if (await (this.options.homeRule ?? NO_HOME_RULE).defers(meshId, 'clock')) return;
       const row = await this.row(meshId);
       if (!row || row.paused) return;
       if (!(await this.leadership.acquire(meshId))) return;

@@ -1,15 +1,16 @@
 /** Row "meshClocks" (flag `ha.clock`, docs/clock.md): one simulated clock per mesh. */
+import type { WithRegions } from '../regions/regions.js';
 import type { RowContext } from '../rows/context.js';
 import { defineRow } from '../rows/row.js';
 import type { MeshClocks } from './clock.js';
 import { LocalClocks } from './clock.local.js';
 import { SharedClocks } from './clock.shared.js';
 
-export const clockRow = defineRow<MeshClocks, RowContext>({
+export const clockRow = defineRow<MeshClocks, RowContext & WithRegions>({
   flag: 'ha.clock',
   metric: 'mesh_broker_clock_ticks_total',
   doc: 'docs/clock.md',
-  build: ({ config, pool, log, metrics, connections, sinks, bus }) => {
+  build: ({ config, pool, log, metrics, connections, sinks, bus, regions }) => {
     const hasSessions = (meshId: string) => connections.meshSize(meshId) > 0;
     const meshesHere = () => [...connections.countsByMesh().keys()];
     const local = new LocalClocks({
@@ -36,6 +37,7 @@ export const clockRow = defineRow<MeshClocks, RowContext>({
       meshesHere,
       onTick: () => metrics.clockTicks.inc(),
       onFenced: () => metrics.clockFenced.inc(),
+      homeRule: regions,
       log,
     });
     return {

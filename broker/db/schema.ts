@@ -46,6 +46,11 @@ export const meshes = pgTable('meshes', {
   id: uuid('id').primaryKey().defaultRandom(),
   name: text('name').notNull().unique('meshes_name_uq'),
   createdAt: createdAt(),
+  /**
+   * The region whose nodes take the mesh's clock, schedule firing and watch polling while one of them is
+   * alive (`ha.regions`, docs/multi-region.md); null: the primary's region (PRIMARY_REGION).
+   */
+  homeRegion: text('home_region'),
 });
 
 export const members = pgTable(
@@ -74,6 +79,8 @@ export const nodes = pgTable('nodes', {
   stoppedAt: timestamp('stopped_at', { withTimezone: true, precision: 3 }),
   /** What the node reports about itself on each heartbeat (flag values acted on, version, …). */
   info: jsonb('info').notNull().default(sql`'{}'::jsonb`),
+  /** The node's REGION (null: single region), written on each heartbeat (docs/multi-region.md). */
+  region: text('region'),
 });
 
 export const presence = pgTable(

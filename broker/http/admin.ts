@@ -21,11 +21,20 @@ export interface AdminOptions {
   pool: Pool;
   /** Ends every live session of a member that was just revoked (close 4403). */
   onRevoked: (member: Member) => Promise<void>;
+  /** Records a change of a mesh's home region on the mesh's audit chain. */
+  onHomeRegionSet: (meshId: string, change: { from: string | null; to: string | null }) => void;
 }
 
 const meshBody = z.object({ name: storableText(1, 128) });
 const memberBody = z.object({ pubkey: hex(32), name: storableText(1, 128).optional() });
 const meshParams = z.object({ meshId: uuid });
+/** A region name as REGION spells it (broker/config.ts), or null: back to the primary's region. */
+const homeRegionBody = z.object({
+  region: z
+    .string()
+    .regex(/^[a-z0-9-]{1,32}$/, 'must be 1-32 characters of a-z, 0-9 or "-"')
+    .nullable(),
+});
 const memberParams = z.object({ meshId: uuid, pubkey: hex(32) });
 
 const digest = (text: string) => createHash('sha256').update(text).digest();
@@ -94,6 +103,17 @@ export function registerAdmin(app: FastifyInstance, options: AdminOptions): void
       const mesh = await directory.getMesh(meshId);
       if (!mesh) return reply.code(404).send({ error: 'not_found', message: `no mesh ${meshId}` });
       return { ...mesh, members: (await directory.listMembers(meshId)).map(publicMember) };
+    });
+
+    // The home region is read by every node's regions row within a second (docs/multi-region.md); an
+    // unchanged value is answered but not audited.
+    admin.put('/admin/meshes/:meshId/home-region', async (request, reply) => {
+      const { meshId } = parseWith(meshParams, request.params);
+      const { region } = parseWith(homeRegionBody, request.body);
+      const change = await directory.setHomeRegion(meshId, region);
+      if (!change) return reply.code(404).send({ error: 'not_found', message: `no mesh ${meshId}` });
+      if (change.from !== change.to) options.onHomeRegionSet(meshId, change);
+      return { meshId, homeRegion: change.to };
     });
 
     admin.post('/admin/meshes/:meshId/members', async (request, reply) => {

@@ -51,9 +51,26 @@ export class Directory {
     return result.rows;
   }
 
-  async getMesh(meshId: string): Promise<Mesh | undefined> {
-    const result = await this.pool.query<Mesh>(
-      `SELECT id AS "meshId", name, created_at AS "createdAt" FROM meshes WHERE id = $1`,
+  /**
+   * Sets the mesh's home region (null: back to the primary's region, docs/multi-region.md); undefined when
+   * there is no such mesh. Returns the value before and after, for the audit entry.
+   */
+  async setHomeRegion(
+    meshId: string,
+    region: string | null,
+  ): Promise<{ from: string | null; to: string | null } | undefined> {
+    const result = await this.pool.query<{ from: string | null; to: string | null }>(
+      `UPDATE meshes m SET home_region = $2
+         FROM (SELECT id, home_region FROM meshes WHERE id = $1 FOR UPDATE) old
+        WHERE m.id = old.id RETURNING old.home_region AS "from", m.home_region AS "to"`,
+      [meshId, region],
+    );
+    return result.rows[0];
+  }
+
+  async getMesh(meshId: string): Promise<(Mesh & { homeRegion: string | null }) | undefined> {
+    const result = await this.pool.query<Mesh & { homeRegion: string | null }>(
+      `SELECT id AS "meshId", name, created_at AS "createdAt", home_region AS "homeRegion" FROM meshes WHERE id = $1`,
       [meshId],
     );
     return result.rows[0];

@@ -5,6 +5,7 @@ import type { McpInvoke } from '../bus/messages.js';
 import type { SessionIdentity } from '../connections/connection.js';
 import { inTransaction, type Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
+import { type ListReads, primaryReads } from '../regions/regions.js';
 import { assertWithinLimits, type McpLimits, type McpUsage } from './limits.js';
 import {
   assertCallable,
@@ -81,6 +82,8 @@ export class SharedMcpRegistry implements McpRegistry {
     private readonly callTimeoutMs: number,
     private readonly log: Logger,
     private readonly limits: McpLimits,
+    /** Where `mcp.list` reads (the regions row); default the primary. */
+    private readonly lists: ListReads = primaryReads(pool),
   ) {}
 
   /** Takes calls for the hosts connected here, and the answers to calls made here. */
@@ -171,7 +174,7 @@ export class SharedMcpRegistry implements McpRegistry {
   private async *rowsAfter(meshId: string, after: string | undefined): AsyncGenerator<McpServerEntry> {
     let cursor = after;
     for (;;) {
-      const result = await this.pool.query<ServerRow>(
+      const result = await this.lists.read<ServerRow>(
         `SELECT ${COLUMNS} FROM mcp_servers s
           WHERE mesh_id = $1 AND ($2::text IS NULL OR server COLLATE "C" > $2) AND ${HOST_NOT_REVOKED}
           ORDER BY server COLLATE "C" LIMIT $3`,

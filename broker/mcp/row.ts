@@ -1,4 +1,5 @@
 /** Row "mcpRegistry + call resolvers" (flag `ha.mcp`, docs/mcp.md): MCP tools hosted by peers. */
+import type { WithRegions } from '../regions/regions.js';
 import type { RowContext } from '../rows/context.js';
 import { defineRow } from '../rows/row.js';
 import { mcpLimitsOf } from './limits.js';
@@ -6,11 +7,11 @@ import type { McpRegistry, McpSink, RevokedAmong } from './mcp.js';
 import { LocalMcpRegistry } from './mcp.local.js';
 import { SharedMcpRegistry } from './mcp.shared.js';
 
-export const mcpRow = defineRow<McpRegistry, RowContext>({
+export const mcpRow = defineRow<McpRegistry, RowContext & WithRegions>({
   flag: 'ha.mcp',
   metric: 'mesh_broker_mcp_calls_total',
   doc: 'docs/mcp.md',
-  build: ({ config, pool, log, metrics, connections, sinks, bus }) => {
+  build: ({ config, pool, log, metrics, connections, sinks, bus, regions }) => {
     const sink: McpSink = {
       send: sinks.toSession,
       reaches: (sessionId) => connections.session(sessionId) !== undefined,
@@ -33,6 +34,7 @@ export const mcpRow = defineRow<McpRegistry, RowContext>({
       config.mcpCallTimeoutMs,
       log,
       limits,
+      regions,
     );
     return {
       local,

@@ -90,6 +90,8 @@ export async function createHttp(options: HttpOptions): Promise<FastifyInstance>
     pool,
     // Here at once, and on every other node of the mesh over the bus (the revoked member may be
     // connected anywhere; its sends are refused by the store whatever node it is on).
+    onHomeRegionSet: (meshId, change) =>
+      modules.audit.record({ meshId, eventType: 'mesh.home_region_set', actor: 'admin', payload: change }),
     onRevoked: async (member) => {
       await sessions.endMemberSessions(member.id);
       await bus.publishToMesh(member.meshId, 'member.revoked', { memberId: member.id });

@@ -7,6 +7,7 @@
 import { accessSync, constants, existsSync, mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { Bus } from '../bus/bus.js';
+import { publishingToRemotes } from '../bus/remote-regions.js';
 import type { BrokerConfig } from '../config.js';
 import { runMigrations } from '../db/migrate.js';
 import { createPool, type Pool } from '../db/pool.js';
@@ -19,10 +20,20 @@ import { createPubSub, type PubSub } from '../redis/pubsub.js';
 export interface Infrastructure {
   pool: Pool;
   /**
+   * The pool of the lag-tolerant list reads with `ha.regions` on: a second pool on DATABASE_READ_URL (the
+   * region's replica), or `pool` itself when it is unset (docs/multi-region.md).
+   */
+  readPool: Pool;
+  /**
    * The node's main Redis client (a single Redis or a Redis Cluster, redis/clients.ts): no offline queue, so
    * a call never waits for Redis to come back.
    */
   redis: RedisClient;
+  /**
+   * The Redis of the shared counters (rate limits, connection cap, hello nonces): REDIS_COUNTERS_URL's, or
+   * `redis` itself when it is unset.
+   */
+  counters: RedisClient;
   /** Pub/sub for everything the node listens to (bus channels, flag pushes), on one subscriber connection. */
   pubsub: PubSub;
   bus: Bus;
@@ -39,6 +50,11 @@ export async function openInfrastructure(
   await waitForDatabase(config.databaseUrl, { waitMs: config.startupDbWaitMs, log });
   await runMigrations(config.databaseUrl);
   const pool = createPool(config.databaseUrl, { applicationName: `mesh-broker:${config.nodeId}` });
+  const readPool =
+    config.databaseReadUrl === config.databaseUrl
+      ? pool
+      : createPool(config.databaseReadUrl, { applicationName: `mesh-broker:${config.nodeId}:reads` });
+  if (readPool !== pool) metrics.replicaLagFrom(() => replicaLag(readPool));
   // A stalled Redis (connected, not answering) must not hold a peer's request: every call gives up after
   // the timeout and its caller falls back (rate limits, nonces and the cap to this node's memory; a wake-up
   // is simply lost, which costs latency, never order).
@@ -49,9 +65,28 @@ export async function openInfrastructure(
   });
   redis.on('error', (error) => log.debug({ err: error }, 'redis error'));
   redis.connect().catch((error) => log.warn({ err: error }, 'redis not reachable at start; retrying'));
+  const counters =
+    config.redisCountersUrl === config.redisUrl
+      ? redis
+      : createMainClient(
+          { url: config.redisCountersUrl },
+          { keyPrefix: config.redisKeyPrefix, commandTimeoutMs: config.redisTimeoutMs },
+        );
+  if (counters !== redis) {
+    counters.on('error', (error) => log.debug({ err: error }, 'redis (counters) error'));
+    counters
+      .connect()
+      .catch((error) => log.warn({ err: error }, 'counters redis not reachable at start; retrying'));
+  }
   const subscriber = createSubscriberClient(redis);
   subscriber.on('error', (error) => log.debug({ err: error }, 'redis (subscriber) error'));
-  const pubsub = createPubSub(redis, subscriber);
+  const remotes = publishingToRemotes(createPubSub(redis, subscriber), {
+    urls: config.redisRemoteUrls,
+    commandTimeoutMs: config.redisTimeoutMs,
+    onFailure: (remote) => metrics.busRemotePublishFailures.inc({ remote }),
+    log,
+  });
+  const { pubsub } = remotes;
   const bus = new Bus({
     pubsub,
     prefix: config.redisKeyPrefix,
@@ -66,6 +101,9 @@ export async function openInfrastructure(
       subscriber.disconnect();
       await bus.close().catch(() => {});
       await pool.end().catch(() => {});
+      if (readPool !== pool) await readPool.end().catch(() => {});
+      remotes.close();
+      if (counters !== redis) counters.disconnect();
       redis.disconnect();
     })();
     return closing;
@@ -76,7 +114,22 @@ export async function openInfrastructure(
     await close();
     throw error;
   }
-  return { pool, redis, pubsub, bus, close };
+  return { pool, readPool, redis, counters, pubsub, bus, close };
+}
+
+/**
+ * Seconds the replica behind `readPool` is behind its primary: 0 when it has replayed all it received (an
+ * idle primary sends nothing to replay, and `now() - pg_last_xact_replay_timestamp()` would grow anyway),
+ * undefined when the server is not a replica.
+ */
+async function replicaLag(readPool: Pool): Promise<number | undefined> {
+  const result = await readPool.query<{ lag: number | null }>(
+    `SELECT CASE WHEN NOT pg_is_in_recovery() THEN NULL
+                 WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0
+                 ELSE extract(epoch FROM now() - pg_last_xact_replay_timestamp())::float8 END AS lag`,
+  );
+  const lag = result.rows[0]?.lag;
+  return lag === null || lag === undefined ? undefined : Number(lag);
 }
 
 /**

@@ -71,6 +71,7 @@ export function createSessions(options: SessionsOptions): Sessions {
   registerMcpFrames(router, modules.mcp, modules.audit);
   registerScheduleFrames(router, {
     store: options.schedules,
+    lists: modules.regions,
     scheduler: modules.scheduler,
     directory: options.directory,
     audit: modules.audit,
@@ -79,13 +80,14 @@ export function createSessions(options: SessionsOptions): Sessions {
   });
   registerWatchFrames(router, {
     store: options.watchStore,
+    lists: modules.regions,
     runner: modules.watches,
     audit: modules.audit,
     nodeId: config.nodeId,
     limits: { perMember: config.watchMaxPerMember, perMesh: config.watchMaxPerMesh },
     allowPrivate: config.watchAllowPrivate,
   });
-  registerAuditFrames(router, options.pool, modules.audit);
+  registerAuditFrames(router, options.pool, modules.audit, modules.regions);
   // `ping` → `pong`: lets a peer check the path to its node end to end.
   router.on('ping', pingFrame, async () => ({ type: 'pong', ts: Date.now() }));
 

@@ -16,14 +16,16 @@ export class NodeHeartbeat {
     private readonly log: Logger,
     /** What the node reports about itself in its row (`info`): its environment and flag values. */
     private readonly info: () => object = () => ({}),
+    /** REGION: the home-region rule counts live nodes per region (docs/multi-region.md). */
+    private readonly region: string | null = null,
   ) {}
 
   async start(): Promise<void> {
     await this.pool.query(
-      `INSERT INTO nodes (id, url, started_at, heartbeat_at, stopped_at, info) VALUES ($1, $2, now(), now(), NULL, $3)
+      `INSERT INTO nodes (id, url, started_at, heartbeat_at, stopped_at, info, region) VALUES ($1, $2, now(), now(), NULL, $3, $4)
        ON CONFLICT (id) DO UPDATE SET url = excluded.url, started_at = now(), heartbeat_at = now(), stopped_at = NULL,
-         info = excluded.info`,
-      [this.nodeId, this.url, JSON.stringify(this.info())],
+         info = excluded.info, region = excluded.region`,
+      [this.nodeId, this.url, JSON.stringify(this.info()), this.region],
     );
     this.timer ??= setInterval(() => void this.beat(), this.intervalMs);
     this.timer.unref();
@@ -44,9 +46,10 @@ export class NodeHeartbeat {
 
   private async beat(): Promise<void> {
     try {
-      await this.pool.query('UPDATE nodes SET heartbeat_at = now(), info = $2 WHERE id = $1', [
+      await this.pool.query('UPDATE nodes SET heartbeat_at = now(), info = $2, region = $3 WHERE id = $1', [
         this.nodeId,
         JSON.stringify(this.info()),
+        this.region,
       ]);
     } catch (error) {
       this.log.warn({ err: error }, 'node heartbeat failed');

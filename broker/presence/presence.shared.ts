@@ -5,11 +5,14 @@ import { inTransaction, type Pool } from '../db/pool.js';
 import { HelloRejected } from '../hello/admission.js';
 import type { NonceGuard } from '../hello/nonces.js';
 import type { Logger } from '../log.js';
+import { type ListReads, primaryReads } from '../regions/regions.js';
 import type { Presence, PresenceEntry, PresenceEvents, PresenceFrame } from './presence.js';
 import type { SessionBindings } from './session-bindings.js';
 
 export interface SharedPresenceOptions {
   pool: Pool;
+  /** Where `peers.list` reads (the regions row: the read pool with `ha.regions`); default the primary. */
+  lists?: ListReads;
   bus: Bus;
   nodeId: string;
   graceMs: number;
@@ -190,7 +193,8 @@ export class SharedPresence implements Presence {
   }
 
   async list(meshId: string): Promise<PresenceEntry[]> {
-    const result = await this.options.pool.query<PresenceEntry & { connectedAt: Date }>(
+    const lists = this.options.lists ?? primaryReads(this.options.pool);
+    const result = await lists.read<PresenceEntry & { connectedAt: Date }>(
       `SELECT m.pubkey, p.session_id AS "sessionId", p.name, p.groups, p.node_id AS node,
               p.connected_at AS "connectedAt", p.status
          FROM presence p JOIN members m ON m.id = p.member_id

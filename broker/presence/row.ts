@@ -4,6 +4,7 @@
  */
 import { LocalNonceGuard } from '../hello/nonces.local.js';
 import { SharedNonceGuard } from '../hello/nonces.shared.js';
+import type { WithRegions } from '../regions/regions.js';
 import type { RowContext } from '../rows/context.js';
 import { defineRow } from '../rows/row.js';
 import type { Presence } from './presence.js';
@@ -11,11 +12,11 @@ import { LocalPresence } from './presence.local.js';
 import { SharedPresence } from './presence.shared.js';
 import { SessionBindings } from './session-bindings.js';
 
-export const presenceRow = defineRow<Presence, RowContext>({
+export const presenceRow = defineRow<Presence, RowContext & WithRegions>({
   flag: 'ha.presence',
   metric: 'mesh_broker_hello_rejections_total',
   doc: 'docs/presence.md',
-  build: ({ config, pool, log, metrics, connections, sinks, redis, redisGuard, bus }) => {
+  build: ({ config, pool, log, metrics, connections, sinks, redis, redisGuard, bus, regions }) => {
     const localNonces = new LocalNonceGuard(2 * config.helloSkewMs);
     // One table, whichever implementation runs: a flip must never free a session id.
     const bindings = new SessionBindings(pool);
@@ -33,6 +34,7 @@ export const presenceRow = defineRow<Presence, RowContext>({
       }),
       shared: new SharedPresence({
         pool,
+        lists: regions,
         bus,
         nodeId: config.nodeId,
         graceMs: config.presenceGraceMs,

@@ -29,6 +29,8 @@ export interface Sinks {
 export interface RowContext {
   config: BrokerConfig;
   pool: Pool;
+  /** DATABASE_READ_URL's pool (or `pool`): only the regions row hands it out, for list reads. */
+  readPool: Pool;
   log: Logger;
   metrics: BrokerMetrics;
   connections: ConnectionRegistry;
@@ -36,6 +38,7 @@ export interface RowContext {
   schedules: ScheduleStore;
   watchStore: WatchStore;
   sinks: Sinks;
+  /** The Redis of the shared counters (rate limits, cap, nonces): REDIS_COUNTERS_URL's, else the node's. */
   redis: RedisClient;
   /** Whether to try Redis now on a peer's path (see redis/guard.ts). */
   redisGuard: RedisGuard;

@@ -4,6 +4,7 @@ import { scheduleCancelFrame, scheduleCreateFrame, scheduleListFrame } from '../
 import type { FrameRoutes } from '../../protocol/routes.js';
 import type { AuditLog } from '../audit/audit.js';
 import type { Directory } from '../identity/directory.js';
+import type { ListReads } from '../regions/regions.js';
 import { schedulePage } from './list-page.js';
 import type { Scheduler } from './scheduler.js';
 import type { Schedule, ScheduleStore } from './store.js';
@@ -14,6 +15,8 @@ const PAST_TOLERANCE_MS = 1000;
 
 export interface ScheduleFramesOptions {
   store: ScheduleStore;
+  /** Where `schedule.list` reads (the regions row); default the store's pool. */
+  lists?: ListReads;
   scheduler: Scheduler;
   directory: Directory;
   audit: AuditLog;
@@ -110,6 +113,9 @@ export function registerScheduleFrames(router: FrameRoutes, options: ScheduleFra
 
   router.on('schedule.list', scheduleListFrame, async (frame, { identity }) => ({
     type: 'schedule.list_result',
-    ...schedulePage((await store.list(identity.meshId, identity.memberId)).map(view), frame.cursor),
+    ...schedulePage(
+      (await store.list(identity.meshId, identity.memberId, options.lists)).map(view),
+      frame.cursor,
+    ),
   }));
 }

@@ -1,6 +1,7 @@
 import { inTransaction, type Pool } from '../db/pool.js';
 import type { AcceptedMessage } from '../delivery/store.js';
 import type { Logger } from '../log.js';
+import { type HomeRegionRule, NO_HOME_RULE } from '../regions/regions.js';
 import {
   announceOccurrence,
   announceSkip,
@@ -20,6 +21,8 @@ export interface SharedSchedulerOptions extends FireOptions {
   nodeId: string;
   /** How often every node looks for due occurrences. */
   pollMs: number;
+  /** The home-region rule (`ha.regions`): schedules of the meshes it defers are left to their home region. */
+  homeRule?: HomeRegionRule;
   log: Logger;
 }
 
@@ -87,11 +90,13 @@ export class SharedScheduler implements Scheduler {
 
   private async pollOnce(): Promise<void> {
     try {
+      const deferred = await (this.options.homeRule ?? NO_HOME_RULE).deferred('background');
       const due = await this.options.pool.query<{ id: string }>(
         `SELECT s.id FROM schedules s JOIN members m ON m.id = s.member_id
           WHERE s.cancelled_at IS NULL AND s.finished_at IS NULL AND s.next_fire_at <= now()
-            AND m.revoked_at IS NULL
+            AND m.revoked_at IS NULL AND s.mesh_id <> ALL ($1::uuid[])
           ORDER BY s.next_fire_at LIMIT 200`,
+        [deferred],
       );
       for (const { id } of due.rows) await this.fire(id);
     } catch (error) {

@@ -5,6 +5,7 @@
 
 import { ProtocolError } from '../../protocol/errors.js';
 import { inTransaction, type Pool, type PoolClient } from '../db/pool.js';
+import { type ListReads, primaryReads } from '../regions/regions.js';
 
 export interface Schedule {
   scheduleId: string;
@@ -112,8 +113,9 @@ export class ScheduleStore {
   }
 
   /** The member's active schedules, soonest first. */
-  async list(meshId: string, memberId: number): Promise<Schedule[]> {
-    const result = await this.pool.query<Schedule>(
+  /** `schedule.list`: a lag-tolerant read, through `via` (the regions row) when given. */
+  async list(meshId: string, memberId: number, via?: ListReads): Promise<Schedule[]> {
+    const result = await (via ?? primaryReads(this.pool)).read<Schedule>(
       `SELECT ${COLUMNS} FROM schedules s JOIN members m ON m.id = s.member_id
         WHERE s.mesh_id = $1 AND s.member_id = $2 AND ${ACTIVE} ORDER BY s.next_fire_at, s.created_at`,
       [meshId, memberId],

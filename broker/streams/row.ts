@@ -1,16 +1,17 @@
 /** Row "streamSubscriptions" (flag `ha.streams`, docs/streams.md): ephemeral pub/sub inside a mesh. */
 import { secondsSince } from '../bus/latency.js';
+import type { WithRegions } from '../regions/regions.js';
 import type { RowContext } from '../rows/context.js';
 import { defineRow } from '../rows/row.js';
 import type { Streams } from './streams.js';
 import { LocalStreams } from './streams.local.js';
 import { SharedStreams } from './streams.shared.js';
 
-export const streamsRow = defineRow<Streams, RowContext>({
+export const streamsRow = defineRow<Streams, RowContext & WithRegions>({
   flag: 'ha.streams',
   metric: 'mesh_broker_stream_publishes_total',
   doc: 'docs/streams.md',
-  build: ({ config, pool, metrics, sinks, bus, connections }) => {
+  build: ({ config, pool, metrics, sinks, bus, connections, regions }) => {
     const maxPerSession = config.streamMaxSubscriptionsPerSession;
     // The shared implementation is built on the local registry, which decides who gets a frame here.
     const local = new LocalStreams(sinks.streams, maxPerSession);
@@ -22,6 +23,7 @@ export const streamsRow = defineRow<Streams, RowContext>({
         bus,
         () => connections.all().flatMap((c) => (c.identity ? [c.identity.sessionId] : [])),
         maxPerSession,
+        regions,
       ),
       session: (streams) => ({
         started: (identity) => streams.sessionStarted(identity.meshId, identity.sessionId),

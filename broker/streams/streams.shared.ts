@@ -1,6 +1,7 @@
 import type { Bus } from '../bus/bus.js';
 import type { SessionIdentity } from '../connections/connection.js';
 import { inTransaction, type Pool } from '../db/pool.js';
+import { type ListReads, primaryReads } from '../regions/regions.js';
 import { assertCanSubscribe, pageOf, type StreamListPage, type StreamPageRequest } from './limits.js';
 import type { StreamDataFrame, Streams } from './streams.js';
 import type { LocalStreams } from './streams.local.js';
@@ -24,6 +25,8 @@ export class SharedStreams implements Streams {
     /** The sessions connected to this node now. */
     private readonly sessionsHere: () => string[],
     private readonly maxPerSession: number,
+    /** Where `stream.list` reads (the regions row); default the primary. */
+    private readonly lists: ListReads = primaryReads(pool),
   ) {}
 
   /**
@@ -98,7 +101,7 @@ export class SharedStreams implements Streams {
   }
 
   async list(meshId: string, page: StreamPageRequest): Promise<StreamListPage> {
-    const result = await this.pool.query<{ name: string; subscribers: number }>(
+    const result = await this.lists.read<{ name: string; subscribers: number }>(
       `SELECT stream AS name, count(*)::int AS subscribers FROM stream_subscriptions
         WHERE mesh_id = $1 AND ($2::text IS NULL OR stream COLLATE "C" > $2)
         GROUP BY stream ORDER BY stream COLLATE "C" LIMIT $3`,

@@ -3,6 +3,7 @@ import type { WatchInfo } from '../../protocol/frames.js';
 import { watchCreateFrame, watchDeleteFrame, watchListFrame } from '../../protocol/requests.js';
 import type { FrameRoutes } from '../../protocol/routes.js';
 import type { AuditLog } from '../audit/audit.js';
+import type { ListReads } from '../regions/regions.js';
 import { BadTargetError, checkTarget, ForbiddenTargetError } from './address-guard.js';
 import { parseNotifyOn, validateExtract } from './fetch-value.js';
 import { boundedValue } from './notification.js';
@@ -11,6 +12,8 @@ import type { Watch, WatchLimits, WatchStore } from './store.js';
 
 export interface WatchFramesOptions {
   store: WatchStore;
+  /** Where `watch.list` reads (the regions row); default the store's pool. */
+  lists?: ListReads;
   runner: WatchRunner;
   audit: AuditLog;
   nodeId: string;
@@ -103,6 +106,6 @@ export function registerWatchFrames(router: FrameRoutes, options: WatchFramesOpt
 
   router.on('watch.list', watchListFrame, async (_frame, { identity }) => ({
     type: 'watch.list_result',
-    watches: (await store.list(identity.meshId, identity.memberId)).map(view),
+    watches: (await store.list(identity.meshId, identity.memberId, options.lists)).map(view),
   }));
 }

@@ -4,6 +4,7 @@
  */
 import type { Delivery } from '../delivery/delivery.js';
 import type { RateLimits } from '../limits/rate-limits.js';
+import type { WithRegions } from '../regions/regions.js';
 import type { RowContext } from '../rows/context.js';
 import { defineRow } from '../rows/row.js';
 import { notifyWatch } from './notify.js';
@@ -12,7 +13,7 @@ import type { WatchRunner } from './runner.js';
 import { LocalWatchRunner } from './runner.local.js';
 import { SharedWatchRunner } from './runner.shared.js';
 
-export interface WatchDeps extends RowContext {
+export interface WatchDeps extends RowContext, WithRegions {
   delivery: Delivery;
   /** The send limit every notification takes from (docs/watches.md § Bounds of a notification). */
   limits: RateLimits;
@@ -23,7 +24,7 @@ export const watchesRow = defineRow<WatchRunner, WatchDeps>({
   metric: 'mesh_broker_watch_notifications_total',
   doc: 'docs/watches.md',
   background: true,
-  build: ({ config, pool, log, metrics, messages, watchStore, delivery, limits }) => {
+  build: ({ config, pool, log, metrics, messages, watchStore, delivery, limits, regions }) => {
     // One poller: the two runners only decide which watches this node polls.
     const poller = new WatchPoller(
       watchStore,
@@ -43,6 +44,7 @@ export const watchesRow = defineRow<WatchRunner, WatchDeps>({
       nodeId: config.nodeId,
       leaseMs: config.nodeDeadMs,
       nodeDeadMs: config.nodeDeadMs,
+      homeRule: regions,
       log,
     });
     return {

@@ -1,5 +1,6 @@
 import type { Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
+import { type HomeRegionRule, NO_HOME_RULE } from '../regions/regions.js';
 import type { WatchPoller } from './poller.js';
 import type { WatchRunner } from './runner.js';
 import { WATCH_COLUMNS, type Watch } from './store.js';
@@ -12,6 +13,11 @@ export interface SharedWatchRunnerOptions {
   leaseMs: number;
   /** Nodes whose heartbeat is older than this are not counted when sharing watches out. */
   nodeDeadMs: number;
+  /**
+   * The home-region rule (`ha.regions`): watches of the meshes it defers are given back and not adopted
+   * here (the home region's nodes take them); default: nothing deferred.
+   */
+  homeRule?: HomeRegionRule;
   log: Logger;
 }
 
@@ -88,6 +94,13 @@ export class SharedWatchRunner implements WatchRunner {
   private async rebalanceOnce(): Promise<void> {
     const { pool, poller, nodeId, leaseMs, nodeDeadMs } = this.options;
     try {
+      const deferred = await (this.options.homeRule ?? NO_HOME_RULE).deferred('background');
+      if (deferred.length > 0) {
+        await pool.query(
+          'UPDATE watches SET owner_node = NULL, lease_until = NULL WHERE owner_node = $1 AND mesh_id = ANY ($2::uuid[])',
+          [nodeId, deferred],
+        );
+      }
       const renewed = await pool.query<Watch>(
         `UPDATE watches w SET lease_until = now() + make_interval(secs => $2 / 1000.0)
            FROM members m
@@ -100,11 +113,16 @@ export class SharedWatchRunner implements WatchRunner {
       // Owned here but not polled (created while the row was local, or before a restart): poll them.
       for (const watch of renewed.rows) poller.start(watch);
 
+      // With meshes deferred to their home region, this node shares what it may take with the nodes of its
+      // own region (each region covers what it may take, so nothing is left unowned; the unhomed watches
+      // may then sit unevenly, never orphaned). Otherwise: every watch over every live node, as before.
       const counts = await pool.query<{ total: number; nodes: number }>(
-        `SELECT (SELECT count(*)::int FROM watches WHERE deleted_at IS NULL) AS total,
+        `SELECT (SELECT count(*)::int FROM watches WHERE deleted_at IS NULL AND mesh_id <> ALL ($3::uuid[])) AS total,
                 (SELECT count(*)::int FROM nodes WHERE stopped_at IS NULL
-                    AND heartbeat_at > now() - make_interval(secs => $1 / 1000.0)) AS nodes`,
-        [nodeDeadMs],
+                    AND heartbeat_at > now() - make_interval(secs => $1 / 1000.0)
+                    AND (cardinality($3::uuid[]) = 0
+                         OR region IS NOT DISTINCT FROM (SELECT region FROM nodes WHERE id = $2))) AS nodes`,
+        [nodeDeadMs, nodeId, deferred],
       );
       const { total, nodes } = counts.rows[0]!;
       const share = Math.ceil(total / Math.max(1, nodes));
@@ -124,12 +142,13 @@ export class SharedWatchRunner implements WatchRunner {
         `WITH picked AS (
            SELECT id FROM watches
             WHERE deleted_at IS NULL AND (owner_node IS NULL OR lease_until IS NULL OR lease_until < now())
+              AND mesh_id <> ALL ($4::uuid[])
             ORDER BY created_at LIMIT $3 FOR UPDATE SKIP LOCKED)
          UPDATE watches w SET owner_node = $1, lease_until = now() + make_interval(secs => $2 / 1000.0)
            FROM picked, members m
           WHERE w.id = picked.id AND m.id = w.member_id AND m.revoked_at IS NULL
           RETURNING ${WATCH_COLUMNS}`,
-        [nodeId, leaseMs, need],
+        [nodeId, leaseMs, need, deferred],
       );
       for (const watch of adopted.rows) poller.start(watch);
     } catch (error) {

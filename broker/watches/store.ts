@@ -2,6 +2,7 @@
 
 import { ProtocolError } from '../../protocol/errors.js';
 import { inTransaction, type Pool } from '../db/pool.js';
+import { type ListReads, primaryReads } from '../regions/regions.js';
 import type { WatchMode } from './fetch-value.js';
 
 export interface Watch {
@@ -117,8 +118,9 @@ export class WatchStore {
     ]);
   }
 
-  async list(meshId: string, memberId: number): Promise<Watch[]> {
-    const result = await this.pool.query<Watch>(
+  /** `watch.list`: a lag-tolerant read, through `via` (the regions row) when given. */
+  async list(meshId: string, memberId: number, via?: ListReads): Promise<Watch[]> {
+    const result = await (via ?? primaryReads(this.pool)).read<Watch>(
       `SELECT ${WATCH_COLUMNS} FROM watches w JOIN members m ON m.id = w.member_id
         WHERE w.mesh_id = $1 AND w.member_id = $2 AND w.deleted_at IS NULL ORDER BY w.created_at`,
       [meshId, memberId],

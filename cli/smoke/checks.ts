@@ -8,6 +8,7 @@ import { BACKGROUND_CHECKS } from './background-checks.js';
 import { type Check, CheckFailed, DELIVERY_WAIT_MS, onTwoNodes } from './check.js';
 import { eventually } from './context.js';
 import { NODE_FAILURE_CHECKS } from './node-failure-checks.js';
+import { REGION_CHECKS } from './region-checks.js';
 
 export { CheckFailed };
 
@@ -176,4 +177,9 @@ const CROSS_NODE_CHECKS: Check[] = [
   },
 ];
 
-export const CHECKS: Check[] = [...CROSS_NODE_CHECKS, ...BACKGROUND_CHECKS, ...NODE_FAILURE_CHECKS];
+export const CHECKS: Check[] = [
+  ...CROSS_NODE_CHECKS,
+  ...REGION_CHECKS,
+  ...BACKGROUND_CHECKS,
+  ...NODE_FAILURE_CHECKS,
+];

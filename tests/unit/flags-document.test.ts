@@ -16,11 +16,12 @@ describe('flags registry and file format', () => {
       'ha.schedules',
       'ha.watches',
       'ha.audit',
+      'ha.regions',
     ]);
     for (const flag of FLAGS) {
       expect(flag.row.length).toBeGreaterThan(3);
       expect(flag.description.length).toBeGreaterThan(10);
-      expect([1, 2, 3]).toContain(flag.phase);
+      expect([1, 2, 3, 4]).toContain(flag.phase);
     }
     expect(Object.values(phasePreset(0)).every((v) => !v)).toBe(true);
     expect(
@@ -28,7 +29,12 @@ describe('flags registry and file format', () => {
         .filter(([, v]) => v)
         .map(([k]) => k),
     ).toEqual(['ha.presence', 'ha.active-lease']);
-    expect(Object.values(phasePreset(3)).every(Boolean)).toBe(true);
+    expect(
+      Object.entries(phasePreset(3))
+        .filter(([, v]) => !v)
+        .map(([k]) => k),
+    ).toEqual(['ha.regions']);
+    expect(Object.values(phasePreset(4)).every(Boolean)).toBe(true);
   });
 
   it('round-trips a file and fills missing flags with defaults', () => {
