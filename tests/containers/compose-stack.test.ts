@@ -443,6 +443,18 @@ describe('phase 3 compose stack', () => {
       await new Promise((done) => setTimeout(done, 2000));
     }
     expect(up).toEqual(['audit-verifier:9464', 'broker-1:8080', 'broker-2:8080', 'broker-3:8080']);
+    // The shipped alert rules (dashboards/alerts), loaded from the mount, and none firing on a healthy stack.
+    const shipped = [
+      ...readFileSync(join(ROOT, 'dashboards', 'alerts', 'mesh-broker.rules.yml'), 'utf8').matchAll(
+        /^\s*- alert: (\S+)/gm,
+      ),
+    ].map((match) => match[1]!);
+    const rules = (await (await fetch('http://127.0.0.1:19090/api/v1/rules?type=alert')).json()) as {
+      data: { groups: Array<{ rules: Array<{ name: string; state: string }> }> };
+    };
+    const loaded = rules.data.groups.flatMap((group) => group.rules);
+    expect(loaded.map((rule) => rule.name).sort()).toEqual([...shipped].sort());
+    expect(loaded.filter((rule) => rule.state === 'firing').map((rule) => rule.name)).toEqual([]);
   }, 120_000);
 
   it(
