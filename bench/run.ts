@@ -4,7 +4,7 @@
  * bench/plots/. `--quick` (what CI runs) keeps each scenario to one short run, only to prove the scenarios
  * still work. Every process a scenario starts is SIGKILLed at the end, on failure too.
  * Scenarios: fanout (a), dms (b), dms-open (b2), db-floor (b1), retention (b3), audit (c), failover (d),
- * idle (e), cli (f). `--retention-s N`: retention's run length in seconds (default 300 in a full run, 4 in --quick).
+ * idle (e), cli (f), regions (g: phase 4's two-region simulation, one run; needs `npm run build`). `--retention-s N`: retention's run length in seconds (default 300 in a full run, 4 in --quick).
  * db-floor prints the closed-loop `dms` figure of the same invocation as a ratio of each floor (when both
  * ran); fanout prints each system's server CPU per delivery and ours as a ratio of it.
  */
@@ -21,6 +21,7 @@ import { benchIdle } from './idle.js';
 import { plotCdf } from './lib/plot.js';
 import { killAll } from './lib/processes.js';
 import { round } from './lib/stats.js';
+import { benchRegions } from './regions.js';
 import { benchRetention } from './retention.js';
 
 const quick = process.argv.includes('--quick');
@@ -181,6 +182,18 @@ await scenario('cli', async () => {
       ownRatioToBefore: before && figure.binary === 'current' ? round(figure.ownMs / before.ownMs, 2) : null,
     });
   }
+});
+
+await scenario('regions', async () => {
+  // One run (the simulation takes ~10 s to start and holds 4 brokers, 3 HAProxies, 2 Postgres, 2 Redis).
+  emit(
+    'regions',
+    await benchRegions(
+      quick
+        ? { rttMs: 40, jitterMs: 2, dms: 10, lists: 10, joins: 2, ticks: 10 }
+        : { rttMs: 40, jitterMs: 2, dms: 200, lists: 100, joins: 10, ticks: 50 },
+    ),
+  );
 });
 
 process.exitCode = failed ? 1 : 0;

@@ -46,8 +46,13 @@ export async function runSupervisor(
     await simulation.stop();
     throw error;
   }
+  // The links and the control socket keep the loop alive; this says so even if one is unref'd.
+  const keepAlive = setInterval(() => {}, 1 << 30);
+  process.once('exit', (code) => console.error(`supervisor exiting (code ${code})`));
   const stopped = new Promise<void>((resolve) => {
-    const shutdown = async () => {
+    const shutdown = async (signal: NodeJS.Signals) => {
+      console.error(`supervisor: ${signal}, stopping everything`);
+      clearInterval(keepAlive);
       control?.close();
       rmSync(path, { force: true });
       await simulation.stop();
