@@ -206,7 +206,7 @@ export class RegionSimulation {
     };
     const nodes: ClusterNode[] = [];
     for (const region of this.layout.regions) {
-      const env = regionBrokerEnv(region.name, this.addressesOf(region.name));
+      const env = regionBrokerEnv(region.name, this.primaryRegion, this.addressesOf(region.name));
       for (const id of region.nodeIds)
         nodes.push({ id, url: `http://127.0.0.1:${await freePort()}`, pid: 0, region: region.name, env });
     }
@@ -282,7 +282,7 @@ export class RegionSimulation {
 
   /**
    * Where a broker of `region` reaches each server now: the primary (directly or through its link), its
-   * own replica, its own Redis and the others' (through the links). Bus and counters stay on the first
+   * own replica, its own Redis and the others' (through the links). The counters stay on the first
    * region's Redis (a promotion moves the database, not the counters).
    */
   private addressesOf(region: string): RegionAddresses {
@@ -414,7 +414,10 @@ export class RegionSimulation {
     if (!cluster) throw new Error('cluster.json is gone');
     const nodes = cluster.nodes.map((node) => ({
       ...node,
-      env: { ...node.env, ...regionBrokerEnv(node.region!, this.addressesOf(node.region!)) },
+      env: {
+        ...node.env,
+        ...regionBrokerEnv(node.region!, this.primaryRegion, this.addressesOf(node.region!)),
+      },
     }));
     this.saveState({ nodes, databaseUrl: region.postgres.server.urlOf(DATABASE_NAME) });
     const { cwd } = this.options;

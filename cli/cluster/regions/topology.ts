@@ -148,26 +148,23 @@ export interface RegionAddresses {
 }
 
 /**
- * Whether the broker runs the per-region bus of docs/multi-region.md (subscribe to the own region's Redis,
- * publish to every region's: REDIS_REMOTE_URLS, REDIS_COUNTERS_URL). Until it does, every broker uses the
- * primary region's Redis as its bus (region B's through the link), so DMs and presence cross regions
- * today; the regions' own Redis servers run but carry nothing. The one switch between the two.
+ * The settings of a broker of `region` (docs/multi-region.md's table): its bus on its own region's Redis
+ * (subscribe there, publish there and to every other region's through the links), the shared counters on
+ * the primary region's Redis, writes to the primary and list reads on its own region's Postgres; the rest
+ * it shares with all.
  */
-export const PER_REGION_BUS = false;
-
-/** The settings of a broker of `region` (docs/multi-region.md's table); the rest it shares with all. */
-export function regionBrokerEnv(region: string, at: RegionAddresses): Record<string, string> {
-  const env: Record<string, string> = {
+export function regionBrokerEnv(
+  region: string,
+  primaryRegion: string,
+  at: RegionAddresses,
+): Record<string, string> {
+  return {
     REGION: region,
+    PRIMARY_REGION: primaryRegion,
     DATABASE_URL: at.primaryUrl,
     DATABASE_READ_URL: at.readUrl,
+    REDIS_URL: at.ownRedisUrl,
+    REDIS_REMOTE_URLS: at.remoteRedisUrls.join(','),
+    REDIS_COUNTERS_URL: at.countersRedisUrl,
   };
-  if (PER_REGION_BUS) {
-    env.REDIS_URL = at.ownRedisUrl;
-    env.REDIS_REMOTE_URLS = at.remoteRedisUrls.join(',');
-    env.REDIS_COUNTERS_URL = at.countersRedisUrl;
-  } else {
-    env.REDIS_URL = at.countersRedisUrl;
-  }
-  return env;
 }
