@@ -7,6 +7,8 @@ export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
 interface ClusterFile {
   databaseUrl?: string;
   redisUrl?: string;
+  /** Phase 4's simulation: each region has a Redis of its own (cli/cluster/local.ts RegionsState). */
+  regions?: { list: Array<{ redis: { url: string } }> };
   redisKeyPrefix?: string;
   flagsDir?: string;
 }
@@ -32,6 +34,18 @@ export function redisFor(option: string | undefined): { url: string; keyPrefix: 
     url: option || process.env.REDIS_URL || cluster.redisUrl || DEFAULT_REDIS_URL,
     keyPrefix: process.env.REDIS_KEY_PREFIX || cluster.redisKeyPrefix || 'mesh:',
   };
+}
+
+/**
+ * The Redis servers a "refresh now" push must reach: the one `redisFor` finds, and, when that is the
+ * local two-region simulation's (no option, no REDIS_URL), every region's own Redis, since each region's
+ * nodes subscribe to their own only (docs/multi-region.md § The bus across regions).
+ */
+export function pushRedisUrlsFor(option: string | undefined): string[] {
+  const { url } = redisFor(option);
+  if (option || process.env.REDIS_URL) return [url];
+  const regions = clusterFile().regions?.list.map((r) => r.redis.url) ?? [];
+  return [...new Set([url, ...regions])];
 }
 
 /** The flags folder of the running local cluster (its copy of the phase preset), if any. */

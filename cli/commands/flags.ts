@@ -17,7 +17,7 @@ import { defaultFlagsDir, flagsFile, readFlagsFile } from '../../flags/file-stor
 import { FLAG_KEYS, FLAGS, type FlagValues, isFlagKey } from '../../flags/registry.js';
 import { UnknownUnleashEnvironmentError, type UnleashAdminOptions } from '../../flags/unleash-admin.js';
 import { defineCommand, type OptionSpec, type Parsed, UsageError } from '../args.js';
-import { clusterFlagsDir, databaseUrlFor, redisFor } from '../database.js';
+import { clusterFlagsDir, databaseUrlFor, pushRedisUrlsFor, redisFor } from '../database.js';
 
 const OPTIONS = {
   env: {
@@ -133,6 +133,8 @@ async function accessFor(values: Values, environment: string, fallbackKind = 'fi
     push: {
       ...(({ url, keyPrefix }) => ({ redisUrl: url, keyPrefix }))(redisFor(values['redis-url'])),
       clusterNodes: clusterNodesFromEnv(),
+      // Phase 4's simulation: every region's own Redis, so no region waits for its poll.
+      otherRedisUrls: pushRedisUrlsFor(values['redis-url']).slice(1),
     },
   };
 }
@@ -168,16 +170,31 @@ async function runFlagsCommand({ values, positionals }: Parsed<typeof OPTIONS>):
 }
 
 /**
- * "Refresh now" to the environment's nodes. ioredis is loaded here, not at start: it is the largest
- * import of the command, and `flags list` never pushes.
+ * "Refresh now" to the environment's nodes: on its Redis, and on every other Redis its nodes listen on
+ * (each region's, in phase 4's simulation), the subscribers counted together; undefined when none of them
+ * answered. ioredis is loaded here, not at start: it is the largest import of the command, and `flags
+ * list` never pushes.
  */
 async function pushRefresh(
-  push: { redisUrl: string; keyPrefix: string; clusterNodes?: RedisClusterNode[] | undefined },
+  push: {
+    redisUrl: string;
+    keyPrefix: string;
+    clusterNodes?: RedisClusterNode[] | undefined;
+    otherRedisUrls?: string[];
+  },
   environment: string,
   reason: object,
 ): Promise<number | undefined> {
   const { pushRefreshOnce } = await import('../../flags/refresh-bus.js');
-  return pushRefreshOnce(push, environment, reason);
+  const { otherRedisUrls = [], ...first } = push;
+  const counts = await Promise.all([
+    pushRefreshOnce(first, environment, reason),
+    ...otherRedisUrls.map((redisUrl) =>
+      pushRefreshOnce({ redisUrl, keyPrefix: push.keyPrefix }, environment, reason),
+    ),
+  ]);
+  const answered = counts.filter((n): n is number => n !== undefined);
+  return answered.length === 0 ? undefined : answered.reduce((sum, n) => sum + n, 0);
 }
 
 function pushedLine(push: unknown, nodes: number | undefined, environment: string): string {
