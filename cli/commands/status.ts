@@ -23,6 +23,16 @@ interface NodeStatus {
   backgroundWork: string;
   /** Flags it acts on otherwise than desired; null when unknown (the node did not answer). */
   disagreements: string[] | null;
+  /** Its REGION as it heartbeats it (phase 4); null without one, or while the database is unreachable. */
+  region: string | null;
+  /** Its read pool's replica lag (`mesh_broker_replica_lag_seconds`); null where it reads the primary. */
+  replicaLagSeconds: number | null;
+}
+
+/** The gauge from a node's /metrics text; absent on a node whose read pool is the primary. */
+function replicaLagOf(metricsText: string): number | null {
+  const match = /^mesh_broker_replica_lag_seconds(?:\{[^}]*\})? (\S+)$/m.exec(metricsText);
+  return match ? Number(match[1]) : null;
 }
 
 const OPTIONS = {
@@ -62,6 +72,12 @@ async function runStatusCommand({ values, positionals }: Parsed<typeof OPTIONS>)
         ).json()) as {
           flags: Record<string, { value: boolean; acting: boolean }>;
         };
+        // Only for the lag: a node whose /metrics does not answer still has its health shown.
+        const metricsText = await fetch(`${node.url}/metrics`, {
+          signal: AbortSignal.timeout(NODE_TIMEOUT_MS),
+        })
+          .then((r) => r.text())
+          .catch(() => '');
         const disagreements = Object.entries(flags.flags)
           .filter(([key, state]) => state.acting !== desired[key as keyof typeof desired])
           .map(([key]) => key);
@@ -72,6 +88,8 @@ async function runStatusCommand({ values, positionals }: Parsed<typeof OPTIONS>)
           db: health.db ?? null,
           backgroundWork: health.backgroundWork,
           disagreements,
+          region: null,
+          replicaLagSeconds: replicaLagOf(metricsText),
         };
       } catch {
         return {
@@ -81,12 +99,15 @@ async function runStatusCommand({ values, positionals }: Parsed<typeof OPTIONS>)
           db: null,
           backgroundWork: '-',
           disagreements: null,
+          region: null,
+          replicaLagSeconds: null,
         };
       }
     }),
   );
 
   const database = await readDatabase(target.databaseUrl, environment);
+  for (const node of nodes) node.region = database.state?.regions.get(node.id) ?? null;
   const status = {
     phase: database.state?.phase ?? null,
     environment: environment.name,
@@ -131,7 +152,16 @@ async function readDatabaseState(
 ) {
   const { clockLeaders, watchOwners, scheduleOccurrencesLastHour, activeLease } = await readOwnership(pool);
   const chains = await readChains(pool);
+  // Each node's REGION as its heartbeat records it (null outside phase 4).
+  const regions = new Map(
+    (
+      await pool.query<{ id: string; region: string }>(
+        'SELECT id, region FROM nodes WHERE region IS NOT NULL',
+      )
+    ).rows.map((r) => [r.id, r.region]),
+  );
   return {
+    regions,
     phase: await currentPhase(pool, environment.name, environment.phase),
     ownership: { clockLeaders, watchOwners, scheduleOccurrencesLastHour, activeLease: activeLease ?? null },
     chains: { intact: chains.intact, broken: chains.broken },
@@ -146,6 +176,8 @@ function printStatus(
   const list = (rows: Array<{ node: string | null; n: number }>) =>
     rows.length === 0 ? 'none' : rows.map((r) => `${r.node ?? 'unowned'} ${r.n}`).join(', ');
   console.log(`phase ${status.phase ?? 'unknown'} (${status.environment}) behind ${status.loadBalancer}`);
+  // The region column only where some node has one (phase 4), so phases 0-3 print as before.
+  const regional = nodes.some((n) => n.region !== null || n.replicaLagSeconds !== null);
   for (const node of nodes) {
     const flags =
       node.disagreements === null
@@ -154,8 +186,10 @@ function printStatus(
           ? 'flags as desired'
           : `DISAGREES on ${node.disagreements.join(', ')}`;
     const db = node.db !== null && node.db !== 'up' ? `  db ${node.db}` : '';
+    const region = regional ? `region ${(node.region ?? '?').padEnd(4)} ` : '';
+    const lag = node.replicaLagSeconds === null ? '' : `  replica lag ${node.replicaLagSeconds} s`;
     console.log(
-      `  ${node.id.padEnd(10)} ${node.health.padEnd(11)} background ${node.backgroundWork.padEnd(8)} ${flags}${db}`,
+      `  ${node.id.padEnd(10)} ${region}${node.health.padEnd(11)} background ${node.backgroundWork.padEnd(8)} ${flags}${db}${lag}`,
     );
   }
   const { state } = database;
