@@ -93,9 +93,10 @@ describe('workbench up --phase 4 (two simulated regions)', { timeout: 240_000 },
   });
 
   it('runs both regions, streams, delays, smokes, cuts region B off and cleans up', async () => {
+    // The flags poll slowed to a minute: a flip seen in region B within seconds came by the push.
     const up = await runWorkbench(
       ['up', '--phase', '4', '--port', '0', '--rtt-ms', String(RTT_MS)],
-      FAST_CLUSTER,
+      { ...FAST_CLUSTER, FLAGS_POLL_MS: '60000' },
       cwd,
     );
     expect(up.code, up.stdout + up.stderr).toBe(0);
@@ -128,6 +129,25 @@ describe('workbench up --phase 4 (two simulated regions)', { timeout: 240_000 },
     const b1 = cluster.nodes.find((n) => n.id === 'broker-b1')!;
     const pgLink = regions.links.find((l) => l.from === 'b' && l.to === 'a' && l.service === 'postgres')!;
     expect(b1.env!.DATABASE_URL).toContain(pgLink.address);
+    // The per-region bus: B's brokers subscribe to B's own Redis and publish to A's through the link;
+    // the counters are A's; list reads go to B's replica.
+    const redisLink = (from: string) =>
+      `redis://${regions.links.find((l) => l.from === from && l.service === 'redis')!.address}`;
+    expect(b1.env).toMatchObject({
+      REGION: 'b',
+      PRIMARY_REGION: 'a',
+      REDIS_URL: regions.list[1]!.redis.url,
+      REDIS_REMOTE_URLS: redisLink('b'),
+      REDIS_COUNTERS_URL: redisLink('b'),
+    });
+    expect(new URL(b1.env!.DATABASE_READ_URL!).port).toBe(new URL(regions.list[1]!.postgres.url).port);
+    const a1 = cluster.nodes.find((n) => n.id === 'broker-a1')!;
+    expect(a1.env).toMatchObject({
+      REGION: 'a',
+      REDIS_URL: regions.list[0]!.redis.url,
+      REDIS_REMOTE_URLS: redisLink('a'),
+      REDIS_COUNTERS_URL: regions.list[0]!.redis.url,
+    });
 
     // A DM sent in B to a peer in A: its durable write crosses the link, so it takes more than a round trip.
     const [lbA, lbB] = regions.list.map((r) => `${r.lb.url.replace('http', 'ws')}/ws`) as [string, string];
@@ -162,6 +182,27 @@ describe('workbench up --phase 4 (two simulated regions)', { timeout: 240_000 },
       cwd,
     );
     expect(smoke.code, smoke.stdout + smoke.stderr).toBe(0);
+
+    // `flags set` pushes "refresh now" on every region's Redis: a B node sees the flip at once, not at
+    // its (here one-minute) poll. Flipped there and back.
+    const flagValueIn = async (url: string) =>
+      ((await (await fetch(`${url}/flags`)).json()) as { flags: Record<string, { value: boolean }> }).flags[
+        'ha.regions'
+      ]!.value;
+    for (const state of ['off', 'on'] as const) {
+      const set = await runWorkbench(
+        ['flags', 'set', 'ha.regions', state, '--env', cluster.flagsEnv],
+        {},
+        cwd,
+      );
+      expect(set.code, set.stdout + set.stderr).toBe(0);
+      // The push went out before the command exited: within a second of that, not a minute.
+      const exited = performance.now();
+      while ((await flagValueIn(b1.url)) !== (state === 'on') && performance.now() - exited < 10_000)
+        await new Promise((r) => setTimeout(r, 50));
+      expect(await flagValueIn(b1.url)).toBe(state === 'on');
+      expect(performance.now() - exited).toBeLessThan(1000);
+    }
 
     // Region B cut off: the entry's checks to B's load balancer time out, and it routes to A only.
     const nodesSeen = new Set<string>();
