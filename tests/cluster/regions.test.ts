@@ -93,10 +93,9 @@ describe('workbench up --phase 4 (two simulated regions)', { timeout: 240_000 },
   });
 
   it('runs both regions, streams, delays, smokes, cuts region B off and cleans up', async () => {
-    // The flags poll slowed to a minute: a flip seen in region B within seconds came by the push.
     const up = await runWorkbench(
       ['up', '--phase', '4', '--port', '0', '--rtt-ms', String(RTT_MS)],
-      { ...FAST_CLUSTER, FLAGS_POLL_MS: '60000' },
+      FAST_CLUSTER,
       cwd,
     );
     expect(up.code, up.stdout + up.stderr).toBe(0);
@@ -183,8 +182,9 @@ describe('workbench up --phase 4 (two simulated regions)', { timeout: 240_000 },
     );
     expect(smoke.code, smoke.stdout + smoke.stderr).toBe(0);
 
-    // `flags set` pushes "refresh now" on every region's Redis: a B node sees the flip at once, not at
-    // its (here one-minute) poll. Flipped there and back.
+    // `flags set` pushes "refresh now" on every region's Redis, each region's nodes subscribed to their
+    // own: all four count (two on A's Redis, two on B's). (The file provider's own file watch would
+    // bring the flip to a node on this machine anyway: the count is what shows the push reached B.)
     const flagValueIn = async (url: string) =>
       ((await (await fetch(`${url}/flags`)).json()) as { flags: Record<string, { value: boolean }> }).flags[
         'ha.regions'
@@ -196,12 +196,11 @@ describe('workbench up --phase 4 (two simulated regions)', { timeout: 240_000 },
         cwd,
       );
       expect(set.code, set.stdout + set.stderr).toBe(0);
-      // The push went out before the command exited: within a second of that, not a minute.
+      expect(set.stdout).toContain('pushed to 4 subscribers');
       const exited = performance.now();
       while ((await flagValueIn(b1.url)) !== (state === 'on') && performance.now() - exited < 10_000)
         await new Promise((r) => setTimeout(r, 50));
       expect(await flagValueIn(b1.url)).toBe(state === 'on');
-      expect(performance.now() - exited).toBeLessThan(1000);
     }
 
     // Region B cut off: the entry's checks to B's load balancer time out, and it routes to A only.
