@@ -92,7 +92,6 @@ export class RegionSimulation {
   private readonly cleanups: Array<() => void> = [];
   private primaryRegion: string;
   private stopping: Promise<void> | undefined;
-  private entry: ChildProcess | undefined;
   private seed = 1;
 
   private constructor(
@@ -231,7 +230,7 @@ export class RegionSimulation {
         addresses: Object.fromEntries(
           nodes.filter((n) => n.region === region.name).map((n) => [n.id, n.url.replace('http://', '')]),
         ),
-        traefik: regionLbConfig(this.layout, region),
+        traefik: regionLbConfig(region),
         phaseFile: '',
       });
       state.lb = lb;
@@ -257,7 +256,6 @@ export class RegionSimulation {
       traefik: entryConfig(this.layout),
       phaseFile: '',
     });
-    this.entry = entry;
     this.onCleanup(() => killQuietly(entry.pid!));
     const entryUrl = `http://127.0.0.1:${entryPort}`;
     await waitHealthy(entryUrl, 15_000, () => entry.exitCode !== null);

@@ -108,7 +108,7 @@ export function regionLayout(config: TraefikConfig, nodesPerRegion: number): Lay
 }
 
 /** One region's load balancer: the file's settings for it, its own brokers as servers. */
-export function regionLbConfig(layout: Layout, region: RegionLayout): TraefikConfig {
+export function regionLbConfig(region: RegionLayout): TraefikConfig {
   const service = `region-${region.name}`;
   return {
     routers: [{ name: 'mesh', pathPrefix: '/', service, priority: 1 }],
