@@ -29,7 +29,11 @@ export interface WalkerState {
   forks: number;
 }
 
-export type StepResult = 'verified' | 'seen' | 'gap';
+/**
+ * `unlinked`: the row's hash holds but its prevHash is none of the rows the walker knows one level down.
+ * Nothing is recorded yet: the caller reads every row at `row.seq - 1` and hands them to `linkLate`.
+ */
+export type StepResult = 'verified' | 'seen' | 'gap' | 'unlinked';
 
 export class ChainWalker {
   seq: number;
@@ -75,28 +79,55 @@ export class ChainWalker {
       return 'verified';
     }
     if (row.seq === this.seq) {
+      if (hashHolds && !this.parents.has(row.prevHash)) return 'unlinked';
       this.found('fork', row, `a second row at seq ${row.seq}`);
       if (!hashHolds) this.found('break', row, 'hash does not match the row');
-      else if (!this.parents.has(row.prevHash))
-        this.found('break', row, `prevHash is not the hash of a row at seq ${row.seq - 1}`);
       this.heads.add(row.hash);
       this.seenIds.add(row.id);
       return 'verified';
     }
     if (!hashHolds) this.found('break', row, 'hash does not match the row');
     else if (!this.heads.has(row.prevHash)) {
-      this.found(
-        'break',
-        row,
-        row.seq === 1
-          ? 'first row does not link to genesis'
-          : `prevHash is not the hash of a row at seq ${this.seq}`,
-      );
+      if (row.seq > 1) return 'unlinked';
+      this.found('break', row, 'first row does not link to genesis');
     }
     // Go on from the stored hash: the next row is checked against what the chain says, so only the
     // tampered row itself counts as broken.
     this.advance(row);
     return 'verified';
+  }
+
+  /**
+   * Finishes an `unlinked` step, given every row now at `row.seq - 1`. With writers forking the chain (no
+   * `ha.audit`), a fork row can commit after the walk has read its level; the next row linking to it is
+   * then not a break. So: a row at that level with the hash `row` links to is a fork (counted and
+   * reported like one the walk read in order, its own hash checked), and `row` verifies; only a prevHash
+   * matching no row there is a break. The late row's own link is left to the rescan from genesis, which
+   * reads every row in order (the walker keeps only one level below its head).
+   */
+  linkLate(row: AuditRow, rowsBelow: readonly AuditRow[]): void {
+    const parentLevel = row.seq === this.seq ? this.parents : this.heads;
+    const late = rowsBelow.find((r) => r.seq === row.seq - 1 && r.hash === row.prevHash);
+    if (late && !parentLevel.has(late.hash)) {
+      this.found('fork', late, `row at seq ${late.seq} committed after seq ${late.seq} was verified`);
+      if (auditHash(late) !== late.hash) this.found('break', late, 'hash does not match the row');
+      parentLevel.add(late.hash);
+    }
+    if (!parentLevel.has(row.prevHash)) {
+      const unlinked = `prevHash is not the hash of a row at seq ${row.seq - 1}`;
+      if (row.seq === this.seq) {
+        this.found('fork', row, `a second row at seq ${row.seq}`);
+        this.found('break', row, unlinked);
+        this.heads.add(row.hash);
+        this.seenIds.add(row.id);
+      } else {
+        this.found('break', row, unlinked);
+        // Go on from the stored hash, as `step` does after a broken row.
+        this.advance(row);
+      }
+      return;
+    }
+    this.step(row);
   }
 
   /** The rows before `row` are missing for good (not just late): one break, then go on from it. */

@@ -1,7 +1,8 @@
 /**
  * The independent audit verifier's loop (`workbench audit verify --follow`): a process of its own, reading
- * Postgres only, trusting no broker. Each pass reads, per mesh, only the rows from its verified level on;
- * every `rescanMs` it walks each chain again from genesis, because a rewrite of rows it already verified
+ * Postgres only, trusting no broker. Each pass reads, per mesh, only the rows from its verified level on,
+ * at most MAX_ROWS_PER_PASS of them (what is left shows as lag); every `rescanMs` it walks each chain again
+ * from genesis up to where the incremental walk got, because a rewrite of rows it already verified
  * (possible only with the append-only trigger disabled) cannot be seen by reading new rows.
  *
  * Neither can the deletion of the newest rows, nor a chain recomputed from a rewritten row on: what is
@@ -19,6 +20,18 @@ import type { VerifierMetrics } from './metrics.js';
 import { loadWalkers, saveProgress } from './progress.js';
 
 const PAGE = 2000;
+
+/**
+ * At most this many rows per mesh per incremental pass. The walk pages, so memory is bounded by PAGE
+ * anyway; this bounds a pass's time, so that a burst on one mesh does not hold back the other meshes, the
+ * checkpoint, the progress table and the exported figures until it is all read. It is also what makes the
+ * lag gauge mean something: a pass that stops here leaves rows unverified, and a verifier that cannot keep
+ * up (more rows written per interval than this) shows a lag that grows, not just a slow pass.
+ */
+export const MAX_ROWS_PER_PASS = 10_000;
+
+/** How a walk ended: at the chain's head (nothing left to read), or before it (the bound, or a young gap). */
+type WalkEnd = 'head' | 'stopped';
 
 export interface FollowOptions {
   pool: Pool;
@@ -63,8 +76,14 @@ export class AuditFollower {
             ? new ChainWalker(meshId, kind === 'rescan' ? () => {} : this.options.onFinding)
             : this.walkers.get(meshId)!;
         const before = JSON.stringify(walker.state());
-        await this.walk(walker);
-        if (kind === 'rescan') this.reportRescan(this.walkers.get(meshId), walker);
+        const previous = this.walkers.get(meshId);
+        // A rescan re-reads what the incremental walk verified (and no further: rows beyond it are the
+        // next incremental pass's), so what it finds beyond that walk's counts was changed behind it.
+        const end = await this.walk(
+          walker,
+          kind === 'rescan' && previous ? { upToSeq: previous.seq } : { maxRows: MAX_ROWS_PER_PASS },
+        );
+        if (kind === 'rescan') this.reportRescan(previous, walker);
         this.countNewForks(walker);
         // A rescan walks silently (it reports what is new itself); the walker kept for the next
         // incremental passes must report again.
@@ -74,7 +93,7 @@ export class AuditFollower {
         );
         if (JSON.stringify(walker.state()) !== before) await saveProgress(pool, walker);
         await this.keepCheckpoint(walker);
-        await this.export(walker);
+        await this.export(walker, end);
       }
       await this.saveCheckpoint();
       metrics.passes.inc({ kind });
@@ -85,24 +104,48 @@ export class AuditFollower {
     }
   }
 
-  /** Reads the mesh's rows from the walker's level on, page by page, until the end or a gap. */
-  private async walk(walker: ChainWalker): Promise<void> {
+  /**
+   * Reads the mesh's rows from the walker's level on, page by page, until the end, a gap or the limit: at
+   * most `maxRows` rows, or the rows up to seq `upToSeq`.
+   */
+  private async walk(
+    walker: ChainWalker,
+    limit: { maxRows: number } | { upToSeq: number },
+  ): Promise<WalkEnd> {
     let after: { seq: number; id: number } = { seq: walker.seq, id: 0 };
+    let budget = 'maxRows' in limit ? limit.maxRows : Number.POSITIVE_INFINITY;
+    const upToSeq = 'upToSeq' in limit ? limit.upToSeq : Number.MAX_SAFE_INTEGER;
     for (;;) {
+      const page = Math.min(PAGE, budget);
       const { rows } = await this.options.pool.query<AuditRow>(
-        `SELECT ${AUDIT_COLUMNS} FROM audit_log WHERE mesh_id = $1 AND (seq, id) > ($2, $3)
-          ORDER BY seq, id LIMIT ${PAGE}`,
-        [walker.meshId, after.seq, after.id],
+        `SELECT ${AUDIT_COLUMNS} FROM audit_log WHERE mesh_id = $1 AND (seq, id) > ($2, $3) AND seq <= $4
+          ORDER BY seq, id LIMIT ${page}`,
+        [walker.meshId, after.seq, after.id, upToSeq],
       );
       for (const row of rows) {
-        if (walker.step(row) === 'gap') {
-          if (Date.now() - row.createdAt.getTime() < this.options.gapGraceMs) return;
+        const result = walker.step(row);
+        if (result === 'gap') {
+          if (Date.now() - row.createdAt.getTime() < this.options.gapGraceMs) return 'stopped';
           walker.skipGap(row);
+        } else if (result === 'unlinked') {
+          walker.linkLate(row, await this.rowsAt(walker.meshId, row.seq - 1));
         }
         after = { seq: row.seq, id: row.id };
       }
-      if (rows.length < PAGE) return;
+      budget -= rows.length;
+      // A rescan's last page is the end of what it re-reads, not the chain's head.
+      if (rows.length < page) return 'upToSeq' in limit ? 'stopped' : 'head';
+      if (budget <= 0) return 'stopped';
     }
+  }
+
+  /** Every row at one level of the mesh's chain (an index probe on (mesh_id, seq)). */
+  private async rowsAt(meshId: string, seq: number): Promise<AuditRow[]> {
+    const { rows } = await this.options.pool.query<AuditRow>(
+      `SELECT ${AUDIT_COLUMNS} FROM audit_log WHERE mesh_id = $1 AND seq = $2 ORDER BY id`,
+      [meshId, seq],
+    );
+    return rows;
   }
 
   /** A rescan that finds more than the incremental walk knew: say what (the rewrite of old rows). */
@@ -168,20 +211,28 @@ export class AuditFollower {
     }
   }
 
-  private async export(walker: ChainWalker): Promise<void> {
+  /**
+   * Sets the mesh's gauges after its walk. The lag is the chain's head seq minus the verified seq: 0 when
+   * the walk read up to the head; else one probe of audit_mesh_seq_idx (max(seq) of the mesh).
+   */
+  private async export(walker: ChainWalker, end: WalkEnd): Promise<void> {
     const { checkpoint, metrics, pool } = this.options;
     const mesh = walker.meshId;
-    const lag = await pool.query<{ n: number }>(
-      'SELECT count(*)::int AS n FROM audit_log WHERE mesh_id = $1 AND seq > $2',
-      [mesh, walker.seq],
-    );
+    let lag = 0;
+    if (end === 'stopped') {
+      const head = await pool.query<{ seq: number | null }>(
+        'SELECT max(seq)::int AS seq FROM audit_log WHERE mesh_id = $1',
+        [mesh],
+      );
+      lag = Math.max(0, (head.rows[0]?.seq ?? 0) - walker.seq);
+    }
     const checkpointSeq = checkpoint.get(mesh)?.seq ?? 0;
     const checkpointBroken = this.reportedCheckpointBreaks.has(mesh) ? 1 : 0;
     // What was verified stays verified: a walker behind the checkpoint (a rescan of a shortened chain, a
     // progress row moved back in the database) does not move the exported seq back.
     metrics.verifiedSeq.set({ mesh }, Math.max(walker.seq, checkpointSeq));
     metrics.checkpointSeq.set({ mesh }, checkpointSeq);
-    metrics.lagRows.set({ mesh }, lag.rows[0]?.n ?? 0);
+    metrics.lagRows.set({ mesh }, lag);
     // Counted with the broken rows too, so that whatever watches breaks (the dashboard) sees it.
     metrics.breaks.set({ mesh }, walker.breaks + checkpointBroken);
     metrics.forks.set({ mesh }, walker.forks);

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { auditHash, GENESIS } from '../../broker/audit/chain.js';
+import { MAX_ROWS_PER_PASS } from '../../cli/verifier/follow.js';
 import { runWorkbench } from '../helpers/cli.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { scrape, seriesValue, startVerifier, type VerifierProcess } from '../helpers/verifier.js';
@@ -38,6 +39,42 @@ async function append(meshId: string, seq: number, prevHash: string, note = `e${
     `INSERT INTO audit_log (mesh_id, seq, prev_hash, hash, event_type, actor, payload, created_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
     [meshId, seq, prevHash, hash, row.eventType, row.actor, JSON.stringify(row.payload), row.createdAt],
+  );
+  return hash;
+}
+
+/** Rows `from`..`to`, correctly chained after `prevHash`, committed at once (one statement): a burst. */
+async function burst(meshId: string, from: number, to: number, prevHash: string): Promise<string> {
+  const columns = {
+    seq: [] as number[],
+    prev: [] as string[],
+    hash: [] as string[],
+    payload: [] as string[],
+  };
+  const createdAt = new Date(Math.floor(Date.now() / 1000) * 1000);
+  let hash = prevHash;
+  for (let seq = from; seq <= to; seq++) {
+    const payload = { note: `burst ${seq}` };
+    const next = auditHash({
+      meshId,
+      seq,
+      prevHash: hash,
+      eventType: 'test.event',
+      actor: 'tester',
+      payload,
+      createdAt,
+    });
+    columns.seq.push(seq);
+    columns.prev.push(hash);
+    columns.hash.push(next);
+    columns.payload.push(JSON.stringify(payload));
+    hash = next;
+  }
+  await db.query(
+    `INSERT INTO audit_log (mesh_id, seq, prev_hash, hash, event_type, actor, payload, created_at)
+     SELECT $1, seq, prev, hash, 'test.event', 'tester', payload, $6
+       FROM unnest($2::int[], $3::text[], $4::text[], $5::jsonb[]) AS r(seq, prev, hash, payload)`,
+    [meshId, columns.seq, columns.prev, columns.hash, columns.payload, createdAt],
   );
   return hash;
 }
@@ -287,4 +324,90 @@ describe('workbench audit verify --follow (the independent verifier)', () => {
     expect(seriesValue(text, 'mesh_broker_audit_verifier_forks', { mesh })).toBe(2);
     expect(seriesValue(text, FOUND, { mesh })).toBe(1);
   });
+  it('shows the rows a burst left waiting as lag, then 0 once the passes caught up (MeshAuditVerifierLagging reads it)', async () => {
+    const LAG = 'mesh_broker_audit_verifier_lag_rows';
+    const VERIFIED = 'mesh_broker_audit_verifier_verified_seq';
+    const mesh = randomUUID();
+    const three = await chain(mesh, 1, 3, GENESIS);
+    // Passes a second apart: the figures of each pass stay on /metrics long enough to be read.
+    const verifier = await startVerifier(db.url, [
+      '--interval-ms',
+      '1000',
+      '--rescan-ms',
+      '600000',
+      '--mesh',
+      mesh,
+    ]);
+    running.push(verifier);
+    await until(verifier, VERIFIED, mesh, 3);
+
+    const head = 3 + 2 * MAX_ROWS_PER_PASS + 500;
+    await burst(mesh, 4, head, three);
+    const first = await waitFor(
+      async () => {
+        const text = await scrape(verifier.url);
+        const verified = seriesValue(text, VERIFIED, { mesh }) ?? 0;
+        return verified > 3 ? { verified, lag: seriesValue(text, LAG, { mesh }) } : undefined;
+      },
+      { timeoutMs: 30_000, what: `a pass after the burst\n${verifier.output()}` },
+    );
+    // A pass reads at most MAX_ROWS_PER_PASS rows; the rest of the burst is what the gauge shows.
+    expect(first.verified).toBeLessThanOrEqual(3 + MAX_ROWS_PER_PASS);
+    expect(first.lag).toBe(head - first.verified);
+    expect(first.lag).toBeGreaterThan(0);
+
+    await waitFor(async () => seriesValue(await scrape(verifier.url), VERIFIED, { mesh }) === head, {
+      timeoutMs: 60_000,
+      what: `${VERIFIED} = ${head}\n${verifier.output()}`,
+    });
+    expect(seriesValue(await scrape(verifier.url), LAG, { mesh })).toBe(0);
+    expect(seriesValue(await scrape(verifier.url), 'mesh_broker_audit_verifier_breaks', { mesh })).toBe(0);
+  }, 120_000);
+
+  it('takes a fork row committed after its seq was verified as a fork, not a break; a link to no row is still a break', async () => {
+    const mesh = randomUUID();
+    const two = await chain(mesh, 1, 2, GENESIS);
+    const three = await append(mesh, 3, two);
+    await append(mesh, 4, three);
+    const verifier = await startVerifier(db.url, [
+      '--interval-ms',
+      '100',
+      '--rescan-ms',
+      '1000',
+      '--mesh',
+      mesh,
+    ]);
+    running.push(verifier);
+    await until(verifier, 'mesh_broker_audit_verifier_verified_seq', mesh, 4);
+
+    // What a writer without ha.audit leaves behind: a second row at seq 3 (on the same parent), seen by
+    // no pass (they read from seq 4 on), and a row linking to it: a second row at seq 4.
+    const lateThree = await append(mesh, 3, two, 'late branch');
+    await append(mesh, 4, lateThree, 'late branch goes on');
+    // Both are rows at a taken seq: two forks, as the rescan from genesis counts them.
+    await until(verifier, 'mesh_broker_audit_verifier_forks', mesh, 2);
+    let text = await scrape(verifier.url);
+    expect(seriesValue(text, 'mesh_broker_audit_verifier_breaks', { mesh })).toBe(0);
+    expect(seriesValue(text, 'mesh_broker_audit_verifier_forks_found_total', { mesh })).toBe(2);
+    expect(verifier.output()).toMatch(/FORK {2}mesh \S+ seq 3 .*committed after seq 3 was verified/);
+
+    // The rescan from genesis finds the same: nothing to say about verified rows being changed.
+    const rescans = async () =>
+      seriesValue(await scrape(verifier.url), 'mesh_broker_audit_verifier_passes_total', {
+        kind: 'rescan',
+      }) ?? 0;
+    const from = await rescans();
+    await waitFor(async () => (await rescans()) >= from + 1, { timeoutMs: 10_000, what: 'a rescan' });
+    text = await scrape(verifier.url);
+    expect(seriesValue(text, 'mesh_broker_audit_verifier_breaks', { mesh })).toBe(0);
+    expect(seriesValue(text, 'mesh_broker_audit_verifier_forks', { mesh })).toBe(2);
+    expect(verifier.output()).not.toContain('rows already verified were changed');
+    expect(verifier.output()).not.toContain('BREAK');
+
+    // A prevHash that is the hash of no row at seq 4: a break.
+    await append(mesh, 5, 'e'.repeat(64));
+    await until(verifier, 'mesh_broker_audit_verifier_breaks', mesh, 1);
+    expect(verifier.output()).toMatch(/BREAK {2}mesh \S+ seq 5 .*prevHash is not the hash of a row at seq 4/);
+    expect(await verifier.stop()).toBe(0);
+  }, 60_000);
 });

@@ -54,7 +54,10 @@ describe('ChainWalker (the incremental audit walk)', () => {
     for (const r of rows) walker.step(r);
     expect(walker.step(row(3, rows[1]!.hash, 'other branch'))).toBe('verified');
     expect(walker).toMatchObject({ seq: 3, forks: 1, breaks: 0 });
-    expect(walker.step(row(3, 'f'.repeat(64), 'unlinked'))).toBe('verified');
+    // Linked to no row at seq 2 (the caller reads them all): a break.
+    const unlinked = row(3, 'f'.repeat(64), 'unlinked');
+    expect(walker.step(unlinked)).toBe('unlinked');
+    walker.linkLate(unlinked, [rows[1]!]);
     expect(walker).toMatchObject({ forks: 2, breaks: 1 });
   });
 
