@@ -17,7 +17,7 @@ export class VerifierMetrics {
 
   readonly lagRows = new Gauge({
     name: 'mesh_broker_audit_verifier_lag_rows',
-    help: 'Audit chain rows of the mesh beyond the verified seq (not checked yet)',
+    help: 'Audit chain rows of the mesh waiting to be verified, after the last pass: the head seq minus the verified seq (a pass reads at most 10000 rows per mesh)',
     labelNames: ['mesh'],
     registers: [this.registry],
   });
