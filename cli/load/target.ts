@@ -1,7 +1,8 @@
 /**
  * Where `workbench load` points its peers and its admin calls: `--url` (one URL, e.g. the load balancer),
  * `--nodes` (a comma-separated list; peer i starts on node i mod K and falls back to the others), or, with
- * neither, the local cluster started here (`.workbench/cluster.json`: its load balancer and admin token).
+ * neither, the local cluster started here (`.workbench/cluster.json`: its load balancer). The admin token:
+ * --admin-token, else ADMIN_TOKEN, else the local cluster's.
  */
 
 import { UsageError } from '../args.js';
@@ -39,20 +40,20 @@ export function resolveTarget(options: {
   if (options.url !== undefined && options.nodes !== undefined)
     throw new UsageError('give either --url or --nodes, not both');
   let urls: Array<{ ws: string; http: string }>;
-  let token = options.adminToken ?? process.env.ADMIN_TOKEN;
+  const cluster = readCluster();
+  // Whichever nodes are targeted (the local cluster's own, named with --nodes, too), as the help says.
+  const token = options.adminToken ?? process.env.ADMIN_TOKEN ?? cluster?.adminToken;
   if (options.url !== undefined) urls = [normalizeUrl(options.url)];
   else if (options.nodes !== undefined) {
     const list = options.nodes.split(',').filter((s) => s.trim() !== '');
     if (list.length === 0) throw new UsageError('--nodes needs at least one URL');
     urls = list.map((u) => normalizeUrl(u.trim()));
   } else {
-    const cluster = readCluster();
     if (!cluster)
       throw new UsageError(
         'no target: give --url or --nodes, or run it where `workbench up` started a cluster',
       );
     urls = [normalizeUrl(cluster.lb.url)];
-    token ??= cluster.adminToken;
   }
   if (!token) throw new UsageError('no admin token: give --admin-token or set ADMIN_TOKEN');
   const adminUrl = options.adminUrl !== undefined ? normalizeUrl(options.adminUrl).http : urls[0]!.http;
