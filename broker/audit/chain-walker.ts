@@ -107,14 +107,20 @@ export class ChainWalker {
    */
   linkLate(row: AuditRow, rowsBelow: readonly AuditRow[]): void {
     const parentLevel = row.seq === this.seq ? this.parents : this.heads;
-    const late = rowsBelow.find((r) => r.seq === row.seq - 1 && r.hash === row.prevHash);
+    const linked = rowsBelow.find((r) => r.seq === row.seq - 1 && r.hash === row.prevHash);
+    // A row the walker verified at its head level, now with another hash, is that row rewritten in place
+    // (same id), not a late fork: `row` linking to it is a break.
+    const rewritten = linked !== undefined && row.seq === this.seq + 1 && this.seenIds.has(linked.id);
+    const late = rewritten ? undefined : linked;
     if (late && !parentLevel.has(late.hash)) {
       this.found('fork', late, `row at seq ${late.seq} committed after seq ${late.seq} was verified`);
       if (auditHash(late) !== late.hash) this.found('break', late, 'hash does not match the row');
       parentLevel.add(late.hash);
     }
     if (!parentLevel.has(row.prevHash)) {
-      const unlinked = `prevHash is not the hash of a row at seq ${row.seq - 1}`;
+      const unlinked = rewritten
+        ? `prevHash is the hash of row id ${linked.id} at seq ${linked.seq}, verified with another hash: rewritten`
+        : `prevHash is not the hash of a row at seq ${row.seq - 1}`;
       if (row.seq === this.seq) {
         this.found('fork', row, `a second row at seq ${row.seq}`);
         this.found('break', row, unlinked);

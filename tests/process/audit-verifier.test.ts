@@ -410,4 +410,50 @@ describe('workbench audit verify --follow (the independent verifier)', () => {
     expect(verifier.output()).toMatch(/BREAK {2}mesh \S+ seq 5 .*prevHash is not the hash of a row at seq 4/);
     expect(await verifier.stop()).toBe(0);
   }, 60_000);
+  it('takes a link to a verified head row rewritten in place for a break, not a late fork', async () => {
+    const mesh = randomUUID();
+    const two = await chain(mesh, 1, 2, GENESIS);
+    await append(mesh, 3, two);
+    const verifier = await startVerifier(db.url, ['--interval-ms', '100', '--mesh', mesh]);
+    running.push(verifier);
+    await until(verifier, 'mesh_broker_audit_verifier_verified_seq', mesh, 3);
+
+    // Row 3 rewritten behind the append-only trigger, its hash recomputed; the next writer links to it.
+    const { rows } = await db.query<{ created_at: Date }>(
+      'SELECT created_at FROM audit_log WHERE mesh_id = $1 AND seq = 3',
+      [mesh],
+    );
+    const payload = { note: 'rewritten' };
+    const forged = auditHash({
+      meshId: mesh,
+      seq: 3,
+      prevHash: two,
+      eventType: 'test.event',
+      actor: 'tester',
+      payload,
+      createdAt: rows[0]!.created_at,
+    });
+    await db.query('ALTER TABLE audit_log DISABLE TRIGGER audit_log_append_only');
+    try {
+      await db.query('UPDATE audit_log SET payload = $2, hash = $3 WHERE mesh_id = $1 AND seq = 3', [
+        mesh,
+        JSON.stringify(payload),
+        forged,
+      ]);
+    } finally {
+      await db.query('ALTER TABLE audit_log ENABLE TRIGGER audit_log_append_only');
+    }
+    await append(mesh, 4, forged);
+    await waitFor(
+      () => /BREAK {2}mesh \S+ seq 4 .*verified with another hash: rewritten/.test(verifier.output()),
+      {
+        timeoutMs: 10_000,
+        what: `the break at seq 4\n${verifier.output()}`,
+      },
+    );
+    const text = await scrape(verifier.url);
+    expect(seriesValue(text, 'mesh_broker_audit_verifier_forks', { mesh })).toBe(0);
+    // The checkpoint (seq 3 with its old hash) no longer holds either.
+    expect(seriesValue(text, 'mesh_broker_audit_verifier_checkpoint_broken', { mesh })).toBe(1);
+  });
 });
