@@ -443,7 +443,10 @@ describe('phase 3 compose stack', () => {
       await new Promise((done) => setTimeout(done, 2000));
     }
     expect(up).toEqual(['audit-verifier:9464', 'broker-1:8080', 'broker-2:8080', 'broker-3:8080']);
-    // The shipped alert rules (dashboards/alerts), loaded from the mount, and none firing on a healthy stack.
+    // The shipped alert rules (dashboards/alerts), loaded from the mount, and none firing on the stack but
+    // the one the smoke runs cause on purpose: their node-kill checks kill the lease holder (more than 3
+    // takeovers in 15 minutes over two smoke runs), which is what MeshActiveLeaseFlapping pages on.
+    const causedBySmoke = new Set(['MeshActiveLeaseFlapping']);
     const shipped = [
       ...readFileSync(join(ROOT, 'dashboards', 'alerts', 'mesh-broker.rules.yml'), 'utf8').matchAll(
         /^\s*- alert: (\S+)/gm,
@@ -454,7 +457,11 @@ describe('phase 3 compose stack', () => {
     };
     const loaded = rules.data.groups.flatMap((group) => group.rules);
     expect(loaded.map((rule) => rule.name).sort()).toEqual([...shipped].sort());
-    expect(loaded.filter((rule) => rule.state === 'firing').map((rule) => rule.name)).toEqual([]);
+    expect(
+      loaded
+        .filter((rule) => rule.state === 'firing' && !causedBySmoke.has(rule.name))
+        .map((rule) => rule.name),
+    ).toEqual([]);
   }, 120_000);
 
   it(
