@@ -150,7 +150,16 @@ async function assembleNode(
     bus,
     sinks: {
       presenceEvents: onPresence,
-      presenceRelay: (meshId, frame) => toMesh(meshId, frame, frame.sessionId),
+      presenceRelay: (meshId, frame) => {
+        toMesh(meshId, frame, frame.sessionId);
+        // A session's end announced by another node: its grace may have run out there (it moved, then
+        // left), or another node's reaper deleted the row before this node's grace timer fired. Either way
+        // this node may still hold something of it (a stream subscription, a hosted MCP server, a watch), so
+        // it ends what it holds too. The shared state was cleaned where the leave originated; these hooks
+        // are idempotent there. A session connected here again is alive: nothing of it ends.
+        if (frame.type === 'peer.left' && !connections.session(frame.sessionId))
+          void sessions?.sessionEnded(meshId, frame.sessionId);
+      },
       kickLocal: (sessionId) =>
         connections
           .session(sessionId)

@@ -254,11 +254,15 @@ export class SharedMcpRegistry implements McpRegistry {
   async adopt(entries: Array<{ meshId: string; entry: McpServerEntry }>): Promise<void> {
     // This node's rows are replaced by what the local registry holds now (a server unregistered while the
     // row was local must not come back from an earlier shared period).
+    // Only servers of live hosts are written (a presence row: connected, or inside the grace period): an
+    // entry the registry kept for a host whose end it never heard of (a lost bus message) is not made truth.
     await this.pool.query('DELETE FROM mcp_servers WHERE host_node = $1', [this.nodeId]);
     for (const { meshId, entry } of entries) {
       await this.pool.query(
         `INSERT INTO mcp_servers (mesh_id, server, description, tools, host_pubkey, host_session, host_node, online)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (mesh_id, server) DO NOTHING`,
+         SELECT $1::uuid, $2::text, $3::text, $4::jsonb, $5::text, $6::uuid, $7::text, $8::boolean
+          WHERE EXISTS (SELECT 1 FROM presence WHERE session_id = $6::uuid)
+         ON CONFLICT (mesh_id, server) DO NOTHING`,
         [
           meshId,
           entry.server,

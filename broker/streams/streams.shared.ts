@@ -32,24 +32,41 @@ export class SharedStreams implements Streams {
   /**
    * Flip to shared: the rows of this node's sessions become what the local registry holds now (what they
    * subscribed or unsubscribed while the row was local), and the rows of sessions that ended meanwhile go.
+   * Only live sessions are written: connected here, or with a presence row (inside their grace period). An
+   * entry the registry still holds for a session that ended (its end announced on a bus message this node
+   * never got) is dropped here, not made the truth.
    */
   async activate(): Promise<void> {
+    const here = this.sessionsHere();
     const subscriptions = this.local.all();
     await this.pool.query(
       `DELETE FROM stream_subscriptions s
         WHERE s.session_id = ANY ($1::uuid[])
            OR NOT EXISTS (SELECT 1 FROM presence p WHERE p.session_id = s.session_id)`,
-      [this.sessionsHere()],
+      [here],
     );
-    await this.pool.query(
-      `INSERT INTO stream_subscriptions (mesh_id, stream, session_id)
-       SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[]) ON CONFLICT DO NOTHING`,
+    const written = await this.pool.query<{ session_id: string }>(
+      `WITH live AS (
+         SELECT e.mesh_id, e.stream, e.session_id
+           FROM unnest($1::uuid[], $2::text[], $3::uuid[]) AS e (mesh_id, stream, session_id)
+          WHERE e.session_id = ANY ($4::uuid[])
+             OR EXISTS (SELECT 1 FROM presence p WHERE p.session_id = e.session_id)
+       ), inserted AS (
+         INSERT INTO stream_subscriptions (mesh_id, stream, session_id) SELECT * FROM live ON CONFLICT DO NOTHING
+       )
+       SELECT DISTINCT session_id FROM live`,
       [
         subscriptions.map((s) => s.meshId),
         subscriptions.map((s) => s.stream),
         subscriptions.map((s) => s.sessionId),
+        here,
       ],
     );
+    // What was not written belongs to no live session: the registry forgets it too.
+    const live = new Set([...here, ...written.rows.map((row) => row.session_id)]);
+    for (const { meshId, sessionId } of subscriptions) {
+      if (!live.has(sessionId)) await this.local.sessionEnded(meshId, sessionId);
+    }
   }
 
   async deactivate(): Promise<void> {}

@@ -153,13 +153,11 @@ describe.each(WORLDS_WITH_REDIS_CLUSTER)('Streams contract, %s', (kind) => {
     await waitFor(async () => (await list(publisher)).length === 0, { what: 'the subscription to end' });
   });
 
-  // retry: a KNOWN, UNFIXED race (session 5's last full run, the Redis Cluster world, 1 run in 3): after the
-  // flip to local, the churning subscribers' unsubscribe / session end left one subscription in node A's
-  // registry (stream.list one too many), and the next activation wrote it back to Postgres, so every later
-  // count stayed one too many. Retried so that CI is not a coin toss while it is open; a failure still
-  // prints above each retry. Tracked in the session's closing note as the next thing to fix.
+  // The flip test below once failed 1 run in 3 (stream.list one too many from the first flip to local on):
+  // node B's presence reaper deleted a churning subscriber's row before node A's grace timer fired, so its
+  // `peer.left` originated on B and A's registry kept the subscription, which A's next activation wrote
+  // back. The test after it reproduces that deterministically.
   it('flips ha.streams there and back twice under publishes: at most once everywhere, nothing to the publisher, counts right after every flip', {
-    retry: 2,
     timeout: 60_000,
   }, async () => {
     const mesh = await world.mesh(6);
@@ -250,6 +248,38 @@ describe.each(WORLDS_WITH_REDIS_CLUSTER)('Streams contract, %s', (kind) => {
     expect(numbers(atNear)).toHaveLength(published); // same node as the publisher: every one
     expect(numbers(atPublisher)).toEqual([]);
   });
+  it('a session that moves to the other node and ends there leaves nothing on the node it left: counted nowhere after a flip, not written back by the next', async () => {
+    const mesh = await world.mesh(3);
+    const watcher = await world.peer(world.a, mesh, mesh.members[0]!);
+    const stayer = await world.peer(world.a, mesh, mesh.members[1]!);
+    const mover = await world.peer(world.a, mesh, mesh.members[2]!, { reconnect: false });
+    await subscribe(stayer, 'moves');
+    await subscribe(mover, 'moves');
+    // The session says hello on B (its socket on A is replaced), then its grace period runs out there: its
+    // end is announced by B, where A's registry never hears of it unless the leave reaches A.
+    const moved = await world.peer(world.b, mesh, mesh.members[2]!, {
+      sessionId: mover.sessionId,
+      reconnect: false,
+    });
+    await moved.request({ type: 'ping' });
+    const left = watcher.next('peer.left', (e) => e.sessionId === mover.sessionId, GRACE_MS + 5000);
+    moved.close();
+    await left;
+    const moves = async () => (await list(watcher)).find((s) => s.name === 'moves')?.subscribers;
+    await waitFor(async () => (await moves()) === 1, {
+      what: 'the moved session to be counted no more',
+      timeoutMs: 2000,
+    });
+    for (const target of flipSequence(world).slice(0, 2)) {
+      await world.flip(target);
+      // Whatever each node holds now (its registry when local, the rows when shared): only the stayer.
+      await waitFor(async () => (await moves()) === 1, { timeoutMs: 2000 }).catch(() => {});
+      expect(await moves(), `subscribers of 'moves' after the flip to ${target ? 'shared' : 'local'}`).toBe(
+        1,
+      );
+    }
+  });
+
   it('a session holds at most the bound of subscriptions, also those it made on another node: one more is limit_exceeded and changes nothing', async () => {
     const mesh = await world.mesh(2);
     const first = await world.peer(world.a, mesh, mesh.members[0]!, { reconnect: false });
