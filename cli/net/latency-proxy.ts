@@ -37,7 +37,7 @@
 import { createServer, type Server, Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { Random } from '../fuzz/random.js';
-import { finish, listenOnLoopback } from './loopback.js';
+import { closeProxy, finish, listenOnLoopback } from './loopback.js';
 
 export interface LatencyProxyOptions {
   /** Where connections are forwarded: `host:port`, or host and port (host default 127.0.0.1). */
@@ -401,11 +401,7 @@ export class LatencyProxy {
 
   /** Ends every connection (both sides) and the server; resolves when it no longer listens. */
   close(): Promise<void> {
-    this.closing ??= new Promise<void>((resolve) => {
-      this.server.close(() => resolve());
-      for (const connection of this.connections) connection.destroy();
-      this.connections.clear();
-    });
+    this.closing ??= closeProxy(this.server, this.connections);
     return this.closing;
   }
 

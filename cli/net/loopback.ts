@@ -1,6 +1,6 @@
 /**
- * What the workbench's TCP proxies (cli/net/) share: listening on loopback only, and ending a socket whose
- * other half is gone without cutting its last bytes.
+ * What the workbench's TCP proxies (cli/net/) share: listening on loopback only, stopping, and ending a
+ * socket whose other half is gone without cutting its last bytes.
  */
 import type { Server, Socket } from 'node:net';
 
@@ -23,4 +23,16 @@ export function finish(socket: Socket): void {
   if (socket.writableFinished) socket.destroy();
   else socket.once('finish', () => socket.destroy());
   setTimeout(() => socket.destroy(), 2000).unref();
+}
+
+/**
+ * Stops a proxy: no new connections, every open one destroyed (their pending bytes dropped, as a proxy
+ * process killed would). Resolves once the server has closed.
+ */
+export function closeProxy(server: Server, connections: Set<{ destroy(): void }>): Promise<void> {
+  return new Promise<void>((resolve) => {
+    server.close(() => resolve());
+    for (const connection of connections) connection.destroy();
+    connections.clear();
+  });
 }

@@ -26,7 +26,7 @@
  */
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { Random } from '../fuzz/random.js';
-import { finish, listenOnLoopback } from './loopback.js';
+import { closeProxy, finish, listenOnLoopback } from './loopback.js';
 
 /** Which channels a publish may be dropped on: a substring, a pattern, or a predicate. */
 export type ChannelFilter = string | RegExp | ((channel: string) => boolean);
@@ -746,11 +746,7 @@ export class LossyRedisProxy {
 
   /** Ends every connection (both sides) and the server; resolves when it no longer listens. */
   close(): Promise<void> {
-    this.closing ??= new Promise<void>((resolve) => {
-      this.server.close(() => resolve());
-      for (const connection of this.connections) connection.destroy();
-      this.connections.clear();
-    });
+    this.closing ??= closeProxy(this.server, this.connections);
     return this.closing;
   }
 

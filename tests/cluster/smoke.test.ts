@@ -1,9 +1,10 @@
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runWorkbench, WORKBENCH } from '../helpers/cli.js';
 import { FAST_CLUSTER } from '../helpers/cluster.js';
+import { writeEnvironmentFile } from '../helpers/environments.js';
 import { readJunit } from '../helpers/junit.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 
@@ -213,21 +214,17 @@ describe('workbench smoke', () => {
     const cluster3 = JSON.parse(readFileSync(join(clusterCwd, '.workbench', 'cluster.json'), 'utf8'));
     const operator = mkdtempSync(join(tmpdir(), 'wb-operator-'));
     started.push({ cwd: operator, db: { drop: async () => {} } as TestDatabase });
-    mkdirSync(join(operator, 'environments'));
     const node = (action: string) =>
       `cd '${clusterCwd}' && '${process.execPath}' '${WORKBENCH}' node ${action} {node}`;
-    writeFileSync(
-      join(operator, 'environments', 'phase3.json'),
-      JSON.stringify({
-        phase: 3,
-        lbUrl: cluster3.lb.url,
-        nodes: cluster3.nodes.map(({ id, url }: { id: string; url: string }) => ({ id, url })),
-        databaseUrlEnv: 'PHASE3_DATABASE_URL',
-        adminTokenEnv: 'PHASE3_ADMIN_TOKEN',
-        flags: { provider: 'file', dir: cluster3.flagsDir },
-        control: { kill: node('kill'), stop: node('stop'), start: node('start') },
-      }),
-    );
+    const file = writeEnvironmentFile(operator, 'phase3', {
+      phase: 3,
+      lbUrl: cluster3.lb.url,
+      nodes: cluster3.nodes.map(({ id, url }: { id: string; url: string }) => ({ id, url })),
+      databaseUrlEnv: 'PHASE3_DATABASE_URL',
+      adminTokenEnv: 'PHASE3_ADMIN_TOKEN',
+      flags: { provider: 'file', dir: cluster3.flagsDir },
+      control: { kill: node('kill'), stop: node('stop'), start: node('start') },
+    });
     const secrets = { PHASE3_DATABASE_URL: cluster3.databaseUrl, PHASE3_ADMIN_TOKEN: cluster3.adminToken };
     const only = 'cross-node-dm,audit-chain-intact,node-kill-reconnect';
     const result = await runWorkbench(
@@ -243,9 +240,8 @@ describe('workbench smoke', () => {
     });
     // Without control in the file (production), the node-failure checks are skipped, visibly, and the run
     // still meets its expectations.
-    const file = join(operator, 'environments', 'phase3.json');
     const { control: _, ...uncontrolled } = JSON.parse(readFileSync(file, 'utf8'));
-    writeFileSync(file, JSON.stringify(uncontrolled));
+    writeEnvironmentFile(operator, 'phase3', uncontrolled);
     const skipped = await runWorkbench(
       ['smoke', '--phase', '3', '--env', 'phase3', '--only', 'node-kill-reconnect,cross-node-dm'],
       secrets,

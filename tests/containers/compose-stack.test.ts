@@ -63,6 +63,7 @@ import {
   run,
   startDaemon,
 } from '../helpers/docker.js';
+import { writeEnvironmentFile } from '../helpers/environments.js';
 
 const PROJECT = process.env.COMPOSE_TEST_PROJECT ?? 'mesh-stack-test';
 const COMPOSE = '/usr/bin/docker-compose';
@@ -397,7 +398,6 @@ describe('phase 3 compose stack', () => {
     async () => {
       // environments/compose.json as an operator who deployed phase 2's flags first has it (docs/deploy.md §3).
       const dir = join(work, 'promote');
-      mkdirSync(join(dir, 'environments'), { recursive: true });
       const copy = { ...environmentFile, phase: 2 } as Record<string, unknown>;
       if (environmentFile.control) {
         copy.control = Object.fromEntries(
@@ -407,7 +407,7 @@ describe('phase 3 compose stack', () => {
           ]),
         );
       }
-      writeFileSync(join(dir, 'environments', 'compose.json'), JSON.stringify(copy, null, 2));
+      writeEnvironmentFile(dir, 'compose', copy);
       const promoted = await timed('promoteSeconds', () =>
         workbench(['promote', '--env', 'compose', '--to', '3'], dir),
       );

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { packageRoot } from '../../broker/paths.js';
 import { ADMIN_TOKEN } from './broker.js';
 import { freePort } from './ports.js';
+import { runToEnd } from './process.js';
 import { waitFor } from './wait.js';
 
 /** The compiled `workbench` command, as installed by the package's `bin`. */
@@ -20,29 +21,17 @@ export interface CliResult {
 }
 
 /** Runs `workbench ARGS` to completion. */
-export function runWorkbench(
+export async function runWorkbench(
   args: string[],
   env: Record<string, string> = {},
   cwd?: string,
 ): Promise<CliResult> {
   requireBuild();
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [WORKBENCH, ...args], {
-      env: { ...process.env, ...env },
-      cwd,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => {
-      stdout += chunk;
-    });
-    child.stderr.on('data', (chunk) => {
-      stderr += chunk;
-    });
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  const { code, stdout, stderr } = await runToEnd(process.execPath, [WORKBENCH, ...args], {
+    env: { ...process.env, ...env },
+    cwd,
   });
+  return { code, stdout, stderr };
 }
 
 export interface NodeProcess {

@@ -5,11 +5,11 @@
  * project's image built from the Dockerfile. Every client call goes to Debian's client at /usr/bin/docker
  * with DOCKER_HOST set to that socket (the `docker` first on PATH here may be another client).
  */
-import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { packageRoot } from '../../broker/paths.js';
+import { runToEnd } from './process.js';
 
 export const ROOT = packageRoot();
 export const CONTAINERS_DIR = process.env.CONTAINERS_DIR ?? join(ROOT, '.workbench', 'containers');
@@ -28,43 +28,23 @@ export interface Run {
   stderr: string;
 }
 
-/** Runs a command to its end; never rejects on a non-zero exit (the caller judges `code`). */
-export function run(
+/** Runs a command to its end from the checkout, against this checkout's daemon; the caller judges `code`. */
+export async function run(
   command: string,
   args: string[],
   options: { env?: NodeJS.ProcessEnv; timeoutMs?: number; logFile?: string; input?: string } = {},
 ): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, {
-      cwd: ROOT,
-      env: { ...process.env, DOCKER_HOST, ...options.env },
-      stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout?.on('data', (chunk: Buffer) => {
-      stdout += chunk;
-    });
-    child.stderr?.on('data', (chunk: Buffer) => {
-      stderr += chunk;
-    });
-    if (child.stdin) {
-      child.stdin.on('error', () => {}); // a command that exits without reading its input
-      child.stdin.end(options.input);
-    }
-    const timer = options.timeoutMs
-      ? setTimeout(() => child.kill('SIGTERM'), options.timeoutMs).unref()
-      : undefined;
-    child.on('error', reject);
-    child.on('close', (code, signal) => {
-      if (timer) clearTimeout(timer);
-      if (options.logFile) {
-        mkdirSync(LOG_DIR, { recursive: true });
-        writeFileSync(join(LOG_DIR, options.logFile), `${stdout}${stderr}`);
-      }
-      resolve({ code: code ?? (signal ? 128 : 1), stdout, stderr });
-    });
+  const { code, signal, stdout, stderr } = await runToEnd(command, args, {
+    cwd: ROOT,
+    env: { ...process.env, DOCKER_HOST, ...options.env },
+    input: options.input,
+    timeoutMs: options.timeoutMs,
   });
+  if (options.logFile) {
+    mkdirSync(LOG_DIR, { recursive: true });
+    writeFileSync(join(LOG_DIR, options.logFile), `${stdout}${stderr}`);
+  }
+  return { code: code ?? (signal ? 128 : 1), stdout, stderr };
 }
 
 /** `docker ARGS` against this checkout's daemon. */

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packageRoot } from '../../broker/paths.js';
 import { runWorkbench } from '../helpers/cli.js';
+import { writeEnvironmentFile } from '../helpers/environments.js';
 import { freePort } from '../helpers/ports.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 
@@ -94,8 +95,7 @@ describe('status --json, wrong --env, down nodes', () => {
 
   it('a wrong --env names the environments that exist (files in environments/, the local cluster)', async () => {
     const here = mkdtempSync(join(cwd, 'envs-'));
-    mkdirSync(join(here, 'environments'));
-    for (const name of ['staging', 'prod']) writeFileSync(join(here, 'environments', `${name}.json`), '{}');
+    for (const name of ['staging', 'prod']) writeEnvironmentFile(here, name, '{}');
     const status = await runWorkbench(['status', '--env', 'stagin'], {}, here);
     expect(status.code).toBe(1);
     expect(status.stderr).toContain('no environment "stagin"');

@@ -10,8 +10,11 @@ import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packageRoot } from '../../broker/paths.js';
 import { startTestNode, type TestNode } from '../helpers/broker.js';
+import { captured } from '../helpers/cli.js';
 import { createMesh, type TestMesh } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { type Finished, runToEnd } from '../helpers/process.js';
+import { waitFor } from '../helpers/wait.js';
 
 const EXAMPLES = join(packageRoot(), 'examples');
 
@@ -21,49 +24,30 @@ let mesh: TestMesh;
 let server: ChildProcess | undefined;
 let browser: Browser | undefined;
 
-interface Finished {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
 /** `node examples/node-peer/peer.js ARGS` to its end. */
 function runNodePeer(args: string[]): Promise<Finished> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [join(EXAMPLES, 'node-peer', 'peer.js'), ...args], {
-      cwd: join(EXAMPLES, 'node-peer'),
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => {
-      stdout += chunk;
-    });
-    child.stderr.on('data', (chunk) => {
-      stderr += chunk;
-    });
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  return runToEnd(process.execPath, [join(EXAMPLES, 'node-peer', 'peer.js'), ...args], {
+    cwd: join(EXAMPLES, 'node-peer'),
   });
 }
 
 /** Starts examples/browser-peer/serve.js on a free port; resolves with the URL it prints. */
-function serveBrowserPeer(): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [join(EXAMPLES, 'browser-peer', 'serve.js'), '--port', '0'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    server = child;
-    let output = '';
-    const onData = (chunk: Buffer) => {
-      output += chunk;
-      const url = output.match(/browser peer: (http:\/\/127\.0\.0\.1:\d+\/)/);
-      if (url) resolve(url[1]!);
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    child.on('exit', (code) => reject(new Error(`serve.js exited (${code}):\n${output}`)));
+async function serveBrowserPeer(): Promise<string> {
+  server = spawn(process.execPath, [join(EXAMPLES, 'browser-peer', 'serve.js'), '--port', '0'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
+  const { output, exited } = captured(server);
+  let code: number | string | null | undefined;
+  void exited.then((value) => {
+    code = value;
+  });
+  return waitFor(
+    () => {
+      if (code !== undefined) throw new Error(`serve.js exited (${code}):\n${output()}`);
+      return output().match(/browser peer: (http:\/\/127\.0\.0\.1:\d+\/)/)?.[1];
+    },
+    { what: 'serve.js to print its URL' },
+  );
 }
 
 const lines = (stdout: string) =>

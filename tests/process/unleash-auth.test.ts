@@ -2,7 +2,7 @@
  * Unleash as deployed: authentication on, real tokens (an admin token for the workbench, a backend token
  * per Unleash environment for the nodes), OSS Unleash's two environments, and the `/api` form of the URL.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,6 +11,7 @@ import { renderFlagsDocument } from '../../flags/document.js';
 import { defaultFlagValues, FLAG_KEYS, phasePreset } from '../../flags/registry.js';
 import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { runWorkbench } from '../helpers/cli.js';
+import { inOperatorDir, writeEnvironmentFile } from '../helpers/environments.js';
 import { freePort } from '../helpers/ports.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { startUnleash, type TestUnleash, tokenSecret } from '../helpers/unleash.js';
@@ -314,25 +315,20 @@ describe('Unleash with authentication on (unleash-server 8.2.0, real tokens)', (
   }, 120_000);
 
   it('flags seed through an environment file (its URL in the /api form, its admin token variable)', async () => {
-    const cwd = mkdtempSync(join(tmpdir(), 'wb-unleash-auth-env-'));
-    try {
-      mkdirSync(join(cwd, 'environments'));
-      writeFileSync(
-        join(cwd, 'environments', 'fromfile.json'),
-        JSON.stringify({
-          phase: 0,
-          lbUrl: 'http://127.0.0.1:1',
-          nodes: [{ id: 'n1', url: 'http://127.0.0.1:1' }],
-          databaseUrlEnv: 'FROMFILE_DATABASE_URL',
-          adminTokenEnv: 'FROMFILE_ADMIN_TOKEN',
-          flags: {
-            provider: 'unleash',
-            url: `${unleash.url}/api`,
-            tokenEnv: 'FROMFILE_UNLEASH_ADMIN_TOKEN',
-            unleashEnvironment: 'development',
-          },
-        }),
-      );
+    await inOperatorDir('wb-unleash-auth-env-', async (cwd) => {
+      writeEnvironmentFile(cwd, 'fromfile', {
+        phase: 0,
+        lbUrl: 'http://127.0.0.1:1',
+        nodes: [{ id: 'n1', url: 'http://127.0.0.1:1' }],
+        databaseUrlEnv: 'FROMFILE_DATABASE_URL',
+        adminTokenEnv: 'FROMFILE_ADMIN_TOKEN',
+        flags: {
+          provider: 'unleash',
+          url: `${unleash.url}/api`,
+          tokenEnv: 'FROMFILE_UNLEASH_ADMIN_TOKEN',
+          unleashEnvironment: 'development',
+        },
+      });
       const alreadyOn = new Set(
         (await unleashFeatures())
           .filter((f) => f.environments.find((e) => e.name === 'development')?.enabled)
@@ -356,9 +352,7 @@ describe('Unleash with authentication on (unleash-server 8.2.0, real tokens)', (
       expect((await auditedChanges('fromfile')).map((c) => c.flag)).toEqual(
         FLAG_KEYS.filter((key) => preset[key] && !alreadyOn.has(key)),
       );
-    } finally {
-      rmSync(cwd, { recursive: true, force: true });
-    }
+    });
   }, 120_000);
 
   it('flags seed refuses bad input, naming what is wrong, and changes nothing', async () => {

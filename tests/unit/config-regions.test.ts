@@ -1,23 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../broker/config.js';
+import { loadConfig } from '../../broker/config.js';
+import { configErrorFor, MINIMAL_ENV } from '../helpers/config.js';
 
 /** The multi-region variables (docs/multi-region.md): unset is today's single region, bad ones are named. */
-const base = { ADMIN_TOKEN: 'a-long-enough-admin-token' };
-
-function errorFor(env: Record<string, string>): ConfigError {
-  try {
-    loadConfig({ ...base, ...env });
-  } catch (error) {
-    if (error instanceof ConfigError) return error;
-    throw error;
-  }
-  throw new Error('config was accepted');
-}
 
 describe('multi-region configuration', () => {
   it('unset: one region, reads and counters on the primary database and the local Redis', () => {
     const config = loadConfig({
-      ...base,
+      ...MINIMAL_ENV,
       DATABASE_URL: 'postgres://db/x',
       REDIS_URL: 'redis://r:6379',
     });
@@ -32,7 +22,7 @@ describe('multi-region configuration', () => {
 
   it('reads every variable of a region of the simulation', () => {
     const config = loadConfig({
-      ...base,
+      ...MINIMAL_ENV,
       REGION: 'b',
       PRIMARY_REGION: 'a',
       DATABASE_URL: 'postgres://primary/x',
@@ -80,7 +70,7 @@ describe('multi-region configuration', () => {
       'cannot be combined with REDIS_CLUSTER_NODES',
     ],
   ])('refuses %j, naming %s', (env, variable, message) => {
-    const error = errorFor(env as Record<string, string>);
+    const error = configErrorFor(env as Record<string, string>);
     expect(error.variable).toBe(variable);
     expect(error.message).toContain(`${variable}: `);
     expect(error.message).toContain(message);

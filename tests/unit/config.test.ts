@@ -1,21 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../broker/config.js';
-
-const base = { ADMIN_TOKEN: 'a-long-enough-admin-token' };
-
-function errorFor(env: Record<string, string>): ConfigError {
-  try {
-    loadConfig({ ...base, ...env });
-  } catch (error) {
-    if (error instanceof ConfigError) return error;
-    throw error;
-  }
-  throw new Error('config was accepted');
-}
+import { loadConfig } from '../../broker/config.js';
+import { configErrorFor, MINIMAL_ENV } from '../helpers/config.js';
 
 describe('broker configuration', () => {
   it('has sensible defaults', () => {
-    const config = loadConfig({ ...base, PORT: '9000' });
+    const config = loadConfig({ ...MINIMAL_ENV, PORT: '9000' });
     expect(config).toMatchObject({
       port: 9000,
       host: '127.0.0.1',
@@ -29,16 +18,16 @@ describe('broker configuration', () => {
   });
 
   it('accepts a retiring admin token during a rotation', () => {
-    const config = loadConfig({ ...base, ADMIN_TOKEN_PREVIOUS: 'the-retiring-admin-token' });
+    const config = loadConfig({ ...MINIMAL_ENV, ADMIN_TOKEN_PREVIOUS: 'the-retiring-admin-token' });
     expect(config.adminTokenPrevious).toBe('the-retiring-admin-token');
-    expect(loadConfig({ ...base, ADMIN_TOKEN_PREVIOUS: '' }).adminTokenPrevious).toBeUndefined();
+    expect(loadConfig({ ...MINIMAL_ENV, ADMIN_TOKEN_PREVIOUS: '' }).adminTokenPrevious).toBeUndefined();
   });
 
   it.each([
     [{ ADMIN_TOKEN: '' }, 'ADMIN_TOKEN', 'is required'],
     [{ ADMIN_TOKEN: 'short' }, 'ADMIN_TOKEN', 'at least 16'],
     [{ ADMIN_TOKEN_PREVIOUS: 'short' }, 'ADMIN_TOKEN_PREVIOUS', 'at least 16'],
-    [{ ADMIN_TOKEN_PREVIOUS: base.ADMIN_TOKEN }, 'ADMIN_TOKEN_PREVIOUS', 'the same as ADMIN_TOKEN'],
+    [{ ADMIN_TOKEN_PREVIOUS: MINIMAL_ENV.ADMIN_TOKEN }, 'ADMIN_TOKEN_PREVIOUS', 'the same as ADMIN_TOKEN'],
     [{ PORT: 'eighty' }, 'PORT', 'whole number'],
     [{ PORT: '70000' }, 'PORT', 'between 0 and 65535'],
     [{ DATABASE_URL: 'not a url' }, 'DATABASE_URL', 'is not a URL'],
@@ -49,7 +38,7 @@ describe('broker configuration', () => {
     [{ PRESENCE_GRACE_MS: '1.5' }, 'PRESENCE_GRACE_MS', 'whole number'],
     [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL', 'one of'],
   ])('refuses %o naming %s', (env, variable, text) => {
-    const error = errorFor(env);
+    const error = configErrorFor(env);
     expect(error.variable).toBe(variable);
     expect(error.message).toContain(variable);
     expect(error.message).toContain(text);

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { UsageError } from '../../cli/args.js';
 import { loadEnvironmentFile, resolveEnvironment } from '../../cli/environments/environment.js';
+import { writeEnvironmentFile } from '../helpers/environments.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'wb-environments-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -17,12 +18,7 @@ const secrets = {
   STAGING_UNLEASH_ADMIN_TOKEN: 'u',
 };
 
-function write(name: string, content: unknown): string {
-  mkdirSync(join(dir, 'environments'), { recursive: true });
-  const path = join(dir, 'environments', `${name}.json`);
-  writeFileSync(path, typeof content === 'string' ? content : JSON.stringify(content));
-  return path;
-}
+const write = (name: string, content: unknown) => writeEnvironmentFile(dir, name, content);
 
 function withSecrets<T>(run: () => T, values: Record<string, string> = secrets): T {
   const saved = Object.fromEntries(Object.keys(values).map((k) => [k, process.env[k]]));
