@@ -41,8 +41,9 @@ export function resolveTarget(options: {
     throw new UsageError('give either --url or --nodes, not both');
   let urls: Array<{ ws: string; http: string }>;
   const cluster = readCluster();
-  // Whichever nodes are targeted (the local cluster's own, named with --nodes, too), as the help says.
-  const token = options.adminToken ?? process.env.ADMIN_TOKEN ?? cluster?.adminToken;
+  // Whichever nodes are targeted (the local cluster's own, named with --nodes, too), as the help says. An
+  // empty ADMIN_TOKEN counts as unset (as DATABASE_URL's does), so the local cluster's token still applies.
+  const token = options.adminToken ?? (process.env.ADMIN_TOKEN || cluster?.adminToken);
   if (options.url !== undefined) urls = [normalizeUrl(options.url)];
   else if (options.nodes !== undefined) {
     const list = options.nodes.split(',').filter((s) => s.trim() !== '');

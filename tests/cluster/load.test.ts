@@ -2,9 +2,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ClusterFile, ensurePrivateStateDir, writeCluster } from '../../cli/cluster/local.js';
 import { ADMIN_TOKEN } from '../helpers/broker.js';
 import { runWorkbench } from '../helpers/cli.js';
 import { TestCluster } from '../helpers/cluster.js';
+import { inOperatorDir } from '../helpers/environments.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 
 let db: TestDatabase;
@@ -34,6 +36,22 @@ afterAll(async () => {
 });
 
 const nodes = (...ids: string[]) => ids.map((id) => cluster.node(id).url).join(',');
+/** A local cluster's cluster.json as `workbench up` writes it; its processes are not running. */
+function localClusterFile(adminToken: string): ClusterFile {
+  return {
+    phase: 2,
+    topology: 2,
+    lb: { url: 'http://127.0.0.1:1', pid: 0 },
+    nodes: [],
+    databaseUrl: db.url,
+    redisUrl: 'redis://127.0.0.1:6379',
+    redisKeyPrefix: 'wbtest:load-cluster:',
+    adminToken,
+    flagsEnv: 'phase2',
+    flagsDir: '/nonexistent',
+    brokerEnv: {},
+  };
+}
 const meshCount = async () => (await db.query('SELECT count(*)::int AS n FROM meshes')).rows[0]!.n as number;
 
 describe('workbench load', () => {
@@ -159,6 +177,36 @@ describe('workbench load', () => {
     );
     expect(result.code).toBe(2);
     expect(result.stderr).toMatch(message);
+    expect(await meshCount()).toBe(before);
+  });
+
+  it("with --nodes or --url and no --admin-token nor ADMIN_TOKEN: the local cluster's token (.workbench/cluster.json here)", async () => {
+    await inOperatorDir('wb-load-cluster-', async (cwd) => {
+      // Only the token matters here: the nodes targeted are named, not the local cluster's.
+      ensurePrivateStateDir(cwd);
+      writeCluster(cwd, localClusterFile(ADMIN_TOKEN));
+      const before = await meshCount();
+      for (const target of [
+        ['--nodes', nodes('l1', 'l2')],
+        ['--url', cluster.node('l1').url],
+      ]) {
+        const result = await runWorkbench(
+          ['load', ...target, '--peers', '2', '--meshes', '1', '--max-messages', '4', '--duration', '10s'],
+          { ADMIN_TOKEN: '' },
+          cwd,
+        );
+        expect(result.code, result.stdout + result.stderr).toBe(0);
+        expect(result.stdout).toMatch(/^load ok: 2 peers\/1 meshes/);
+      }
+      expect(await meshCount()).toBe(before + 2);
+    });
+  }, 60_000);
+
+  it('with --nodes and no admin token anywhere (no option, no ADMIN_TOKEN, no local cluster): exit 2, nothing created', async () => {
+    const before = await meshCount();
+    const result = await runWorkbench(['load', '--nodes', nodes('l1')], { ADMIN_TOKEN: '' }, empty);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('no admin token: give --admin-token or set ADMIN_TOKEN');
     expect(await meshCount()).toBe(before);
   });
 
