@@ -116,9 +116,11 @@ async function runPromoteCommand({ values, positionals }: Parsed<typeof PROMOTE_
 /**
  * A promotion as JUnit: a testsuite per smoke run (the phase's checks before the flip, the target's after)
  * and one named for the promotion whose one case, `promotion`, fails unless it was promoted (blocked,
- * rolled back, or an error), saying why.
+ * rolled back, or an error), saying why. That case's time is the promotion's own steps (health, policy,
+ * the flip, waiting for the nodes), without its checks: those are already in the smoke suites, and a
+ * report's times add up (each suite's, and `<testsuites>`'s, the promotion's duration).
  */
-function promotionSuites(
+export function promotionSuites(
   environment: string,
   to: number,
   runs: Array<SmokeRun & { timestamp: string; results: CheckResult[] }>,
@@ -133,7 +135,15 @@ function promotionSuites(
       junitCase(result, `promote.${environment}.phase${run.phase}.${run.when}`),
     ),
   }));
-  const base = { name: 'promotion', classname: `promote.${environment}`, ms: Date.now() - started };
+  const checksMs = runs.reduce(
+    (sum, run) => sum + run.results.reduce((own, result) => own + result.ms, 0),
+    0,
+  );
+  const base = {
+    name: 'promotion',
+    classname: `promote.${environment}`,
+    ms: Math.max(0, Date.now() - started - checksMs),
+  };
   const promotion: TestCase =
     outcome?.status === 'promoted'
       ? { ...base, status: 'passed', detail: `promoted from phase ${outcome.from} to phase ${to}` }

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runWorkbench, WORKBENCH } from '../helpers/cli.js';
 import { FAST_CLUSTER } from '../helpers/cluster.js';
-import { readJunit } from '../helpers/junit.js';
+import { readJunit, readJunitReport } from '../helpers/junit.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 
 let db: TestDatabase;
@@ -103,7 +103,13 @@ describe('workbench promote and rollback', () => {
     expect(rest).toBeGreaterThan(2000); // the node-failure checks take seconds
     expect(checks[0].at + rest / 2).toBeLessThan(outcome.at);
     // The JUnit report says the same, suite by suite; an expected failure that failed is a pass.
-    const suites = await readJunit(report);
+    const { time, suites } = await readJunitReport(report);
+    // Each span counted once: the suites add up to <testsuites>'s time, no more than the run took.
+    expect(time).toBeCloseTo(
+      suites.reduce((sum, suite) => sum + suite.time, 0),
+      1,
+    );
+    expect(time).toBeLessThanOrEqual(outcome.elapsedMs / 1000 + 0.01);
     expect(suites.map((suite) => suite.name)).toEqual([
       'promote local: phase 0 before the flip',
       'promote local: phase 1 after the flip',

@@ -16,6 +16,8 @@ export interface JunitCase {
 
 export interface JunitSuite {
   name: string;
+  /** Its `time` attribute, in seconds. */
+  time: number;
   tests: number;
   failures: number;
   skipped: number;
@@ -33,6 +35,11 @@ interface XmlElement {
 }
 
 export async function readJunit(file: string): Promise<JunitSuite[]> {
+  return (await readJunitReport(file)).suites;
+}
+
+/** The whole report: `<testsuites>`'s `time` (seconds) and its suites. */
+export async function readJunitReport(file: string): Promise<{ time: number; suites: JunitSuite[] }> {
   const xml = readFileSync(file, 'utf8');
   const browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
@@ -50,8 +57,9 @@ export async function readJunit(file: string): Promise<JunitSuite[]> {
       const error = doc.querySelector('parsererror');
       if (error) throw new Error(`not well-formed XML: ${error.textContent}`);
       if (doc.documentElement.tagName !== 'testsuites') throw new Error('the root is not <testsuites>');
-      return Array.from(doc.documentElement.children).map((suite) => ({
+      const suites = Array.from(doc.documentElement.children).map((suite) => ({
         name: suite.getAttribute('name') ?? '',
+        time: Number(suite.getAttribute('time')),
         tests: Number(suite.getAttribute('tests')),
         failures: Number(suite.getAttribute('failures')),
         skipped: Number(suite.getAttribute('skipped')),
@@ -78,6 +86,7 @@ export async function readJunit(file: string): Promise<JunitSuite[]> {
           };
         }),
       }));
+      return { time: Number(doc.documentElement.getAttribute('time')), suites };
     }, xml);
   } finally {
     await browser.close();
