@@ -8,6 +8,7 @@ import { appendFileSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { onExit } from '../cluster/exit-cleanup.js';
 import { freePort } from '../ports.js';
 import { sleep } from './sleep.js';
 
@@ -65,38 +66,39 @@ function confLine(name: string, value: string | number): string {
 
 /**
  * A throw-away PostgreSQL cluster on a free port. `restart` is a real server restart (every connection
- * dropped); `destroy` stops it and deletes its files.
+ * dropped); `destroy` stops it and deletes its files, as the process's exit does if nobody did
+ * (cli/cluster/exit-cleanup.ts).
  */
 export class ThrowawayPostgres {
   private constructor(
     readonly dir: string,
     readonly port: number,
+    private readonly unregister: () => void,
   ) {}
 
   static async create(options: ThrowawayPostgresOptions = {}): Promise<ThrowawayPostgres> {
     const dir = mkdtempSync(join(tmpdir(), 'wb-pg-'));
+    const data = join(dir, 'data');
+    // From its folder's first moment: a process interrupted in the middle of initdb or the first start
+    // (Ctrl-C to `workbench up --phase 4`) still stops the server and removes the folder on its way out.
+    const unregister = onExit(() => stopAndRemove(dir));
     const uid = Number(execFileSync('id', ['-u', 'postgres']).toString().trim());
     const gid = Number(execFileSync('id', ['-g', 'postgres']).toString().trim());
     chownSync(dir, uid, gid);
-    const data = join(dir, 'data');
     try {
       if (options.initialize) await options.initialize(data);
       else asPostgres('initdb', ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8']);
       const settings = Object.entries(options.settings ?? {}).map(([name, value]) => confLine(name, value));
       if (settings.length > 0) appendFileSync(join(data, 'postgresql.conf'), settings.join(''));
       if (options.hba?.length) appendFileSync(join(data, 'pg_hba.conf'), `${options.hba.join('\n')}\n`);
-      const cluster = new ThrowawayPostgres(dir, await freePort());
+      const cluster = new ThrowawayPostgres(dir, await freePort(), unregister);
       // Not the blocking `start()`: a replica's start may need this process (a proxy it serves) to answer.
       await runAsPostgres('pg_ctl', cluster.pgCtl('-w', 'start'));
       return cluster;
     } catch (error) {
       // A start that failed half-way may have left a server running: stop it before removing its files.
-      try {
-        asPostgres('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']);
-      } catch {
-        // not running
-      }
-      rmSync(dir, { recursive: true, force: true });
+      unregister();
+      stopAndRemove(dir);
       throw error;
     }
   }
@@ -145,13 +147,31 @@ export class ThrowawayPostgres {
     asPostgres('pg_ctl', ['-D', join(this.dir, 'data'), '-m', 'immediate', '-w', 'stop']);
   }
 
+  /** Stops it and deletes its files; the process's exit no longer needs to. */
   destroy(): void {
+    this.unregister();
+    stopAndRemove(this.dir);
+  }
+}
+
+/**
+ * Stops the cluster in `dir` if it runs (immediately: nothing to save) and deletes the folder. Interrupted
+ * in the middle of a first start, the server may still be writing its files while they are removed (the
+ * removal then fails with ENOTEMPTY): it is stopped again and the removal retried.
+ */
+function stopAndRemove(dir: string): void {
+  for (let attempt = 1; ; attempt++) {
     try {
-      this.stop();
+      asPostgres('pg_ctl', ['-D', join(dir, 'data'), '-m', 'immediate', '-w', 'stop']);
     } catch {
-      // already stopped
+      // not running (or not yet made)
     }
-    rmSync(this.dir, { recursive: true, force: true });
+    try {
+      rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
+      return;
+    } catch (error) {
+      if (attempt === 3) throw error;
+    }
   }
 }
 

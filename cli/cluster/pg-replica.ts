@@ -19,8 +19,9 @@
  * - `lag()` reads the replica's distance from the primary in bytes of WAL and in time (see ReplicaLag).
  * - `promote()` ends recovery (`pg_promote`, waiting) and resolves once the replica accepts writes.
  * - `destroy()` stops a server and removes its folder (a replica's slot stays on its primary, which is
- *   throw-away too: a slot whose replica is gone makes the primary keep WAL); every server is also registered with
- *   cli/cluster/exit-cleanup.ts, so a run that fails, throws or is interrupted (SIGINT/SIGTERM) removes it.
+ *   throw-away too: a slot whose replica is gone makes the primary keep WAL); every server (ThrowawayPostgres)
+ *   is also registered with cli/cluster/exit-cleanup.ts from its folder's first moment, so a run that fails,
+ *   throws or is interrupted (SIGINT/SIGTERM), even in the middle of initdb, removes it.
  *
  * What it does not do: synchronous replication (commits never wait for the replica: what a promotion
  * loses is what the replica had not received), cascading replicas, archiving or point-in-time recovery,
@@ -29,7 +30,6 @@
  */
 import pg from 'pg';
 import { runAsPostgres, ThrowawayPostgres } from '../chaos/services.js';
-import { onExit } from './exit-cleanup.js';
 
 export const REPLICATION_ROLE = 'replicator';
 
@@ -38,13 +38,9 @@ const MAX_WAL_SENDERS = 10;
 /** From a started standby to a streaming one: one connection through the proxy, seconds at most. */
 const STREAMING_TIMEOUT_MS = 30_000;
 
-/** A throw-away server that removes itself when the process ends, unless destroyed before. */
+/** A throw-away server (which removes itself when the process ends, unless destroyed before). */
 abstract class RegisteredServer {
-  private readonly unregister: () => void;
-
-  protected constructor(readonly server: ThrowawayPostgres) {
-    this.unregister = onExit(() => server.destroy());
-  }
+  protected constructor(readonly server: ThrowawayPostgres) {}
 
   get port(): number {
     return this.server.port;
@@ -74,7 +70,6 @@ abstract class RegisteredServer {
 
   /** Stops the server (immediately: nothing to save) and removes its folder. Idempotent. */
   destroy(): void {
-    this.unregister();
     this.server.destroy();
   }
 }

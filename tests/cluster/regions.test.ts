@@ -5,7 +5,6 @@
  * stops routing there) and restored, and `workbench down` leaving no process, port or folder behind.
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -16,6 +15,7 @@ import type { ClusterFile } from '../../cli/cluster/local.js';
 import { createLoadMeshes } from '../../cli/load/setup.js';
 import { runWorkbench } from '../helpers/cli.js';
 import { FAST_CLUSTER } from '../helpers/cluster.js';
+import { listening, stillRunning } from '../helpers/process.js';
 
 const RTT_MS = 40;
 const cwd = mkdtempSync(join(tmpdir(), 'wb-regions-'));
@@ -38,32 +38,6 @@ async function query<R extends pg.QueryResultRow>(url: string, text: string): Pr
   } finally {
     await client.end();
   }
-}
-
-const listening = (port: number) =>
-  new Promise<boolean>((resolve) => {
-    const socket = createConnection(port, '127.0.0.1');
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
-
-/** Whether `pid` runs (a zombie waiting for its reaper does not). */
-const running = (pid: number) => {
-  try {
-    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
-  }
-};
-
-/** The pids still running after a few seconds (a SIGKILLed child is reaped by init once its parent is gone). */
-async function stillRunning(pids: number[]): Promise<number[]> {
-  const deadline = Date.now() + 5000;
-  while (pids.some(running) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-  return pids.filter(running);
 }
 
 /** The node that answers the entry's /health, or "none" (timeout, refused). */

@@ -1,5 +1,7 @@
-/** Running a command to its end, as every helper that starts a short-lived program does. */
+/** Processes of a test: running a command to its end, and telling what still runs or listens afterwards. */
 import { spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { createConnection } from 'node:net';
 
 export interface Finished {
   /** The exit code; null when a signal ended it. */
@@ -46,4 +48,72 @@ export function runToEnd(command: string, args: string[], options: RunOptions = 
       resolve({ code, signal, stdout, stderr });
     });
   });
+}
+
+/** Whether `pid` runs (a zombie waiting for its reaper does not). */
+export function running(pid: number): boolean {
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
+
+/** The pids of `pids` still running after a few seconds (a killed child is reaped once its parent is gone). */
+export async function stillRunning(pids: number[], waitMs = 5000): Promise<number[]> {
+  const deadline = Date.now() + waitMs;
+  while (pids.some(running) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  return pids.filter(running);
+}
+
+/** Every process running now whose command line mentions `text` (a folder only one run uses, say). */
+export function processesMentioning(text: string): Array<{ pid: number; command: string }> {
+  const found = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    try {
+      const command = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replaceAll('\0', ' ').trim();
+      if (command.includes(text) && running(Number(entry))) found.push({ pid: Number(entry), command });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found;
+}
+
+/** Whether something accepts TCP connections on 127.0.0.1:`port`. */
+export function listening(port: number): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    const socket = createConnection(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+/** The processes `pid` started that still run, and theirs, and so on (read from /proc's parent links). */
+export function descendants(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      // The parent is the 4th field, after "(name)", which may itself hold spaces or parentheses.
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      children.set(parent, [...(children.get(parent) ?? []), Number(entry)]);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const found: number[] = [];
+  const visit = (of: number) => {
+    for (const child of children.get(of) ?? []) {
+      found.push(child);
+      visit(child);
+    }
+  };
+  visit(pid);
+  return found;
 }

@@ -16,6 +16,7 @@ import { PostgresPrimary, PostgresReplica } from '../../cli/cluster/pg-replica.j
 import { LatencyProxy } from '../../cli/net/latency-proxy.js';
 import { freePort } from '../../cli/ports.js';
 import { captured } from '../helpers/cli.js';
+import { running } from '../helpers/process.js';
 import { waitFor } from '../helpers/wait.js';
 
 const ONE_WAY_MS = 20;
@@ -41,15 +42,6 @@ afterAll(async () => {
 /** The postmaster's pid, from the first line of postmaster.pid. */
 function postmasterPid(dataDir: string): number {
   return Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 describe('a streaming replica through the latency proxy', () => {
@@ -172,13 +164,13 @@ describe('promotion and cleanup', () => {
     const p = await PostgresPrimary.start();
     const r = await PostgresReplica.start(p);
     const servers = [p, r].map((s) => ({ dir: s.dataDir, pid: postmasterPid(s.dataDir) }));
-    for (const server of servers) expect(alive(server.pid)).toBe(true);
+    for (const server of servers) expect(running(server.pid)).toBe(true);
     r.destroy();
     p.destroy();
     r.destroy(); // idempotent
     for (const server of servers) {
       expect(existsSync(server.dir)).toBe(false);
-      await waitFor(() => !alive(server.pid), { what: `postmaster ${server.pid} gone` });
+      await waitFor(() => !running(server.pid), { what: `postmaster ${server.pid} gone` });
     }
   });
 
@@ -226,11 +218,11 @@ describe('promotion and cleanup', () => {
       );
       const dirs = JSON.parse(line) as string[];
       const pids = dirs.map(postmasterPid);
-      for (const pid of pids) expect(alive(pid)).toBe(true);
+      for (const pid of pids) expect(running(pid)).toBe(true);
       child.kill('SIGINT');
       expect(await exited).toBe('SIGINT'); // it still dies by the signal, as without the cleanup
       for (const dir of dirs) expect(existsSync(dir)).toBe(false);
-      for (const pid of pids) await waitFor(() => !alive(pid), { what: `postmaster ${pid} gone` });
+      for (const pid of pids) await waitFor(() => !running(pid), { what: `postmaster ${pid} gone` });
     } finally {
       child.kill('SIGKILL');
     }
