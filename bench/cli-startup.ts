@@ -1,7 +1,8 @@
 /**
- * f) `workbench` start-up: the wall time of whole CLI processes, `--help` and `flags list` (a file flag
- * provider and a fresh migrated database: no cluster, no network beyond loopback Postgres), next to the
- * physical floor of the same machine at the same moment, `node -e ''` (a Node process that loads nothing).
+ * f) `workbench` start-up: the wall time of whole CLI processes, `--help`, `flags list` and `flags set` (a
+ * file flag provider, a fresh migrated database and the machine's Redis for the push: no cluster, no
+ * network beyond loopback), next to the physical floor of the same machine at the same moment, `node -e ''`
+ * (a Node process that loads nothing).
  * The runs are interleaved (floor, then each command of each binary, again and again) so a burst of load
  * from the shared machine falls on all of them alike; medians, and each command's own share (median minus
  * the floor's). `--cli-before PATH` measures an older build's dist/cli/main.js in the same run too.
@@ -10,6 +11,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DEFAULT_REDIS_URL } from '../cli/database.js';
 import { createDatabase, flagsFolder, WORKBENCH } from './lib/processes.js';
 import { median, round } from './lib/stats.js';
 
@@ -47,23 +49,27 @@ export async function benchCliStartup(options: {
       ['current', WORKBENCH],
       ...(options.before ? [['before', options.before] as [string, string]] : []),
     ];
+    const provider = [
+      '--env',
+      flags.env,
+      '--provider',
+      'file',
+      '--flags-dir',
+      flags.dir,
+      '--database-url',
+      databaseUrl,
+    ];
+    // A flip end to end: written, read back, audited, "refresh now" pushed (to a channel no node listens
+    // on). On, then off, in every round: each run is a real change, never a no-op.
+    const flip = (value: 'on' | 'off'): [string, string[]] => [
+      `flags set ${value}`,
+      ['flags', 'set', 'ha.audit', value, ...provider, '--redis-url', DEFAULT_REDIS_URL, '--actor', 'bench'],
+    ];
     const commands: Array<[string, string[]]> = [
       ['--help', ['--help']],
-      [
-        'flags list',
-        [
-          'flags',
-          'list',
-          '--env',
-          flags.env,
-          '--provider',
-          'file',
-          '--flags-dir',
-          flags.dir,
-          '--database-url',
-          databaseUrl,
-        ],
-      ],
+      ['flags list', ['flags', 'list', ...provider]],
+      flip('on'),
+      flip('off'),
     ];
     const floor: number[] = [];
     const runs = new Map<string, number[]>();
