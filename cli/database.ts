@@ -11,6 +11,8 @@ interface ClusterFile {
   regions?: { list: Array<{ redis: { url: string } }> };
   redisKeyPrefix?: string;
   flagsDir?: string;
+  /** REDIS_CLUSTER_NODES there when the cluster was started on a Redis Cluster. */
+  brokerEnv?: Record<string, string>;
 }
 
 /** The running local cluster's settings (.workbench/cluster.json), if there is one. */
@@ -34,6 +36,16 @@ export function redisFor(option: string | undefined): { url: string; keyPrefix: 
     url: option || process.env.REDIS_URL || cluster.redisUrl || DEFAULT_REDIS_URL,
     keyPrefix: process.env.REDIS_KEY_PREFIX || cluster.redisKeyPrefix || 'mesh:',
   };
+}
+
+/**
+ * The Redis Cluster a push goes to (REDIS_CLUSTER_NODES's text, unparsed): the variable, else, unless
+ * --redis-url or REDIS_URL names a single Redis, the local cluster's when it was started on one.
+ */
+export function redisClusterNodesFor(option: string | undefined): string | undefined {
+  if (process.env.REDIS_CLUSTER_NODES !== undefined) return process.env.REDIS_CLUSTER_NODES;
+  if (option || process.env.REDIS_URL) return undefined;
+  return clusterFile().brokerEnv?.REDIS_CLUSTER_NODES;
 }
 
 /**

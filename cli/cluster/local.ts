@@ -24,6 +24,8 @@ import {
 import { join } from 'node:path';
 import { ensureDatabase, runMigrations } from '../../broker/db/migrate.js';
 import { packageRoot } from '../../broker/paths.js';
+import { parseRedisClusterNodes } from '../../broker/redis/cluster-nodes.js';
+import { UsageError } from '../args.js';
 import { freePort } from '../ports.js';
 import { haproxyConfig } from './haproxy.js';
 import { readTraefik, type TraefikConfig } from './traefik.js';
@@ -128,6 +130,9 @@ const TUNABLE_BROKER_SETTINGS = [
   'HELLO_PENDING_PER_ADDRESS',
   'FRAME_RATE_PER_SEC',
   'FRAME_BURST',
+  // A cluster started on a Redis Cluster: a node started again must join it too, and what publishes to the
+  // nodes (the console, promotions, `flags set`) reads it from here (redis-target.ts).
+  'REDIS_CLUSTER_NODES',
 ];
 
 export const stateDir = (cwd = process.cwd()) => join(cwd, '.workbench');
@@ -273,6 +278,15 @@ export async function up(options: UpOptions): Promise<ClusterFile> {
   const cwd = options.cwd ?? process.cwd();
   const say = options.log ?? (() => {});
   refuseRunningCluster(cwd);
+  const brokerEnv = clusterBrokerEnv(options.env);
+  if (brokerEnv.REDIS_CLUSTER_NODES !== undefined) {
+    // Refused before any node starts, with the broker's own words (each node would stop on it).
+    try {
+      parseRedisClusterNodes(brokerEnv.REDIS_CLUSTER_NODES);
+    } catch (error) {
+      throw new UsageError(`REDIS_CLUSTER_NODES: ${(error as Error).message}`);
+    }
+  }
   const lbKind = chooseLoadBalancer(options.loadBalancer);
   if (lbKind === 'haproxy') requireHaproxy();
   const phaseDir = join(packageRoot(), 'phases', `phase${options.phase}`);
@@ -292,7 +306,6 @@ export async function up(options: UpOptions): Promise<ClusterFile> {
   await ensureDatabase(options.databaseUrl);
   await runMigrations(options.databaseUrl);
 
-  const brokerEnv = clusterBrokerEnv(options.env);
   const base: BrokerBase = {
     cwd,
     databaseUrl: options.databaseUrl,

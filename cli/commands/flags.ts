@@ -17,7 +17,13 @@ import { defaultFlagsDir, flagsFile, readFlagsFile } from '../../flags/file-stor
 import { FLAG_KEYS, FLAGS, type FlagValues, isFlagKey } from '../../flags/registry.js';
 import { UnknownUnleashEnvironmentError, type UnleashAdminOptions } from '../../flags/unleash-admin.js';
 import { defineCommand, type OptionSpec, type Parsed, UsageError } from '../args.js';
-import { clusterFlagsDir, databaseUrlFor, pushRedisUrlsFor, redisFor } from '../database.js';
+import {
+  clusterFlagsDir,
+  databaseUrlFor,
+  pushRedisUrlsFor,
+  redisClusterNodesFor,
+  redisFor,
+} from '../database.js';
 
 const OPTIONS = {
   env: {
@@ -132,16 +138,19 @@ async function accessFor(values: Values, environment: string, fallbackKind = 'fi
     databaseUrl: databaseUrlFor(values['database-url']),
     push: {
       ...(({ url, keyPrefix }) => ({ redisUrl: url, keyPrefix }))(redisFor(values['redis-url'])),
-      clusterNodes: clusterNodesFromEnv(),
+      clusterNodes: clusterNodesFor(values['redis-url']),
       // Phase 4's simulation: every region's own Redis, so no region waits for its poll.
       otherRedisUrls: pushRedisUrlsFor(values['redis-url']).slice(1),
     },
   };
 }
 
-/** REDIS_CLUSTER_NODES, as the broker reads it: the nodes listen on a Redis Cluster's sharded channel. */
-function clusterNodesFromEnv() {
-  const raw = process.env.REDIS_CLUSTER_NODES;
+/**
+ * REDIS_CLUSTER_NODES, parsed as the broker parses it (the nodes listen on a Redis Cluster's sharded
+ * channel), else the local cluster's Redis Cluster.
+ */
+function clusterNodesFor(redisUrlOption: string | undefined) {
+  const raw = redisClusterNodesFor(redisUrlOption);
   if (raw === undefined) return undefined;
   try {
     return parseRedisClusterNodes(raw);

@@ -9,9 +9,11 @@ import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { z } from 'zod';
+import { parseRedisClusterNodes, type RedisClusterNode } from '../../broker/redis/cluster-nodes.js';
 import { type FlagsAccess, fileFlagsAccess, unleashFlagsAccess } from '../../flags/access.js';
 import { UsageError } from '../args.js';
 import { readCluster, startNode, stopNode } from '../cluster/local.js';
+import { localClusterRedis } from '../cluster/redis-target.js';
 import type { NodeControl, SmokeTarget } from '../smoke/context.js';
 
 export interface Environment {
@@ -20,8 +22,12 @@ export interface Environment {
   phase: number;
   target: SmokeTarget;
   flags: FlagsAccess;
-  /** Where "refresh your flags now" is published; without it the nodes' own poll picks changes up. */
-  push?: { redisUrl: string; keyPrefix: string };
+  /**
+   * Where "refresh your flags now" is published; without it the nodes' own poll picks changes up. With
+   * `clusterNodes` (a Redis Cluster's seed nodes) the push goes on the cluster's sharded channel, where the
+   * nodes listen there, and `redisUrl` is not used (as REDIS_CLUSTER_NODES wins over REDIS_URL).
+   */
+  push?: { redisUrl: string; keyPrefix: string; clusterNodes?: RedisClusterNode[] | undefined };
   /** Must have passed a phase in this other environment before being promoted to it (staging before prod). */
   requirePassedIn?: string;
 }
@@ -32,6 +38,16 @@ export const NODE_TIMEOUT_MS = 5000;
 const ENVIRONMENT_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const NODE_ID = /^[A-Za-z0-9_.-]{1,64}$/;
 const httpUrl = z.url({ protocol: /^https?$/ });
+
+/** A Redis Cluster's seed nodes, written as REDIS_CLUSTER_NODES is (`host:port,…`): same parser, same errors. */
+const redisClusterNodes = z.string().transform((text, context) => {
+  try {
+    return parseRedisClusterNodes(text);
+  } catch (error) {
+    context.addIssue({ code: 'custom', message: (error as Error).message });
+    return z.NEVER;
+  }
+});
 
 /** A secret is never written in the file: it names the variable that holds it. */
 const secret = z.string().regex(/^[A-Z_][A-Z0-9_]*$/, 'must name an environment variable');
@@ -52,7 +68,13 @@ export const EnvironmentFileSchema = z.strictObject({
       unleashEnvironment: z.string().min(1),
     }),
   ]),
-  push: z.strictObject({ redisUrl: z.string().startsWith('redis'), keyPrefix: z.string() }).optional(),
+  push: z
+    .strictObject({
+      redisUrl: z.string().startsWith('redis'),
+      keyPrefix: z.string(),
+      clusterNodes: redisClusterNodes.optional(),
+    })
+    .optional(),
   /** Shell commands; `{node}` is replaced by the node's id. Leave out to skip the node-failure checks. */
   control: z
     .strictObject({ kill: z.string().min(1), stop: z.string().min(1), start: z.string().min(1) })
@@ -175,6 +197,7 @@ export function environmentDatabaseUrl(name: string, cwd = process.cwd()): strin
 export function localEnvironment(cwd: string): Environment | undefined {
   const cluster = readCluster(cwd);
   if (!cluster) return undefined;
+  const redis = localClusterRedis(cluster);
   return {
     name: cluster.flagsEnv,
     phase: cluster.phase,
@@ -192,7 +215,7 @@ export function localEnvironment(cwd: string): Environment | undefined {
       watchTargetHost: '127.0.0.1',
     },
     flags: fileFlagsAccess(cluster.flagsDir, cluster.flagsEnv),
-    push: { redisUrl: cluster.redisUrl, keyPrefix: cluster.redisKeyPrefix },
+    push: { redisUrl: redis.url, clusterNodes: redis.clusterNodes, keyPrefix: cluster.redisKeyPrefix },
   };
 }
 

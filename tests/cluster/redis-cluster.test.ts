@@ -1,14 +1,17 @@
 /**
  * Two broker processes on a real Redis Cluster (three masters, each with a replica: throw-away redis-server
  * processes on loopback) instead of one Redis (docs/redis-cluster.md): the bus runs on sharded channels, DMs,
- * streams and presence cross the nodes, `workbench flags set` pushes over the cluster, and after a master
+ * streams and presence cross the nodes, `workbench flags set` pushes over the cluster (REDIS_CLUSTER_NODES, or
+ * an environment file's push.clusterNodes), and after a master
  * is killed and its replica promoted, the bus recovers and no DM is lost (they are in Postgres).
  */
 import type { MeshClient } from '@mesh-broker/sdk';
 import type { Cluster } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { ADMIN_TOKEN } from '../helpers/broker.js';
 import { runWorkbench } from '../helpers/cli.js';
 import { HA_PART1_FLAGS, TestCluster } from '../helpers/cluster.js';
+import { inOperatorDir, writeEnvironmentFile } from '../helpers/environments.js';
 import { closeAllClients, connectPeer } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { ThrowawayRedisCluster } from '../helpers/redis-cluster.js';
@@ -140,6 +143,43 @@ describe('brokers on a Redis Cluster', () => {
     });
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('REDIS_CLUSTER_NODES: entry 2 is empty');
+  });
+
+  it("`workbench flags set --env E` with environments/E.json's push.clusterNodes pushes on the cluster: both nodes get it", async () => {
+    await inOperatorDir('wb-redis-cluster-env-', async (cwd) => {
+      writeEnvironmentFile(cwd, 'ha', {
+        phase: 1,
+        lbUrl: cluster.node('n1').url,
+        nodes: ['n1', 'n2'].map((id) => ({ id, url: cluster.node(id).url })),
+        databaseUrlEnv: 'HA_DATABASE_URL',
+        adminTokenEnv: 'HA_ADMIN_TOKEN',
+        flags: { provider: 'file', dir: cluster.flagsDir },
+        // No Redis answers at redisUrl: only the cluster's nodes can carry the push.
+        push: {
+          redisUrl: 'redis://127.0.0.1:1',
+          keyPrefix: cluster.prefix,
+          clusterNodes: redis.nodesVariable,
+        },
+      });
+      const env = { HA_DATABASE_URL: db.url, HA_ADMIN_TOKEN: ADMIN_TOKEN };
+      const off = await runWorkbench(
+        ['flags', 'set', 'ha.mcp', 'off', '--env', 'ha', '--actor', 'test'],
+        env,
+        cwd,
+      );
+      expect(off.code, off.stderr).toBe(0);
+      expect(off.stdout).toContain('pushed to 2 subscribers');
+      await cluster.waitActing('n1', { 'ha.mcp': false });
+      await cluster.waitActing('n2', { 'ha.mcp': false });
+      const on = await runWorkbench(
+        ['flags', 'set', 'ha.mcp', 'on', '--env', 'ha', '--actor', 'test'],
+        env,
+        cwd,
+      );
+      expect(on.stdout).toContain('pushed to 2 subscribers');
+      await cluster.waitActing('n1', { 'ha.mcp': true });
+      await cluster.waitActing('n2', { 'ha.mcp': true });
+    });
   });
 
   it('a master failover: DMs sent throughout all arrive in order (Postgres), and the bus carries stream data again on the promoted replica', async () => {

@@ -105,6 +105,68 @@ describe('environment files', () => {
     await expect(environment.target.control!.kill('x; rm -rf /')).rejects.toThrow('bad node id');
   });
 
+  it("push.clusterNodes: a Redis Cluster's seed nodes, written as REDIS_CLUSTER_NODES; a bad list is named", () => {
+    const push = { ...example.push, clusterNodes: '10.0.1.21:7000, [::1]:7001' };
+    const environment = withSecrets(() =>
+      loadEnvironmentFile(write('sharded', { ...example, push }), 'sharded'),
+    );
+    expect(environment.push).toEqual({
+      redisUrl: example.push.redisUrl,
+      keyPrefix: 'mesh:',
+      clusterNodes: [
+        { host: '10.0.1.21', port: 7000 },
+        { host: '::1', port: 7001 },
+      ],
+    });
+    expect(
+      withSecrets(() => loadEnvironmentFile(write('staging', example), 'staging')).push?.clusterNodes,
+    ).toBe(undefined);
+    for (const [clusterNodes, message] of [
+      ['10.0.1.21:7000,', 'push.clusterNodes: entry 2 is empty'],
+      ['redis://10.0.1.21:7000', 'push.clusterNodes: "redis://10.0.1.21:7000" has no valid host'],
+      ['', 'push.clusterNodes: lists no node'],
+      [['10.0.1.21:7000'], 'push.clusterNodes: Invalid input'],
+    ] as const) {
+      const path = write('bad-nodes', { ...example, push: { ...example.push, clusterNodes } });
+      expect(() => withSecrets(() => loadEnvironmentFile(path, 'bad-nodes'))).toThrow(UsageError);
+      expect(() => withSecrets(() => loadEnvironmentFile(path, 'bad-nodes'))).toThrow(message);
+    }
+  });
+
+  it("the local cluster's push: its Redis Cluster when `workbench up` ran with REDIS_CLUSTER_NODES", () => {
+    const cwd = join(dir, 'local-cluster');
+    mkdirSync(join(cwd, '.workbench'), { recursive: true });
+    const cluster = {
+      phase: 3,
+      topology: 3,
+      lb: { url: 'http://127.0.0.1:1', pid: 0 },
+      nodes: [],
+      databaseUrl: secrets.STAGING_DATABASE_URL,
+      redisUrl: 'redis://127.0.0.1:6379',
+      redisKeyPrefix: 'wb:1234:',
+      adminToken: 't',
+      flagsEnv: 'phase3',
+      flagsDir: join(cwd, '.workbench', 'flags'),
+      brokerEnv: { REDIS_CLUSTER_NODES: '127.0.0.1:7000,127.0.0.1:7001' },
+    };
+    const file = join(cwd, '.workbench', 'cluster.json');
+    writeFileSync(file, JSON.stringify(cluster));
+    expect(resolveEnvironment(undefined, cwd).push).toEqual({
+      redisUrl: 'redis://127.0.0.1:6379',
+      keyPrefix: 'wb:1234:',
+      clusterNodes: [
+        { host: '127.0.0.1', port: 7000 },
+        { host: '127.0.0.1', port: 7001 },
+      ],
+    });
+    writeFileSync(file, JSON.stringify({ ...cluster, brokerEnv: {} }));
+    expect(resolveEnvironment('phase3', cwd).push).toEqual({
+      redisUrl: 'redis://127.0.0.1:6379',
+      keyPrefix: 'wb:1234:',
+      clusterNodes: undefined,
+    });
+  });
+
   it('--env resolution: a bad name, and an unknown environment with no local cluster here', () => {
     expect(() => resolveEnvironment('../etc', dir)).toThrow(UsageError);
     expect(() => resolveEnvironment('prod', dir)).toThrow('no environment "prod"');
