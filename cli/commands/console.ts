@@ -9,11 +9,12 @@
 import { randomBytes } from 'node:crypto';
 import { userInfo } from 'node:os';
 import { relative } from 'node:path';
-import { Redis } from 'ioredis';
 import { createPool } from '../../broker/db/pool.js';
+import { createMainClient } from '../../broker/redis/clients.js';
 import { fileFlagsAccess } from '../../flags/access.js';
 import { defineCommand, type OptionSpec, type Parsed, portOption, UsageError } from '../args.js';
 import { readCluster } from '../cluster/local.js';
+import { localClusterRedis } from '../cluster/redis-target.js';
 import { flipFlag } from '../console/flag-flip.js';
 import { startConsoleServer } from '../console/server.js';
 import { ClusterWatcher } from '../console/snapshot.js';
@@ -41,8 +42,11 @@ async function runConsoleCommand({ values, positionals }: Parsed<typeof OPTIONS>
     throw new Error('no local cluster here (.workbench/cluster.json): start one with "workbench up"');
 
   const pool = createPool(cluster.databaseUrl, { max: 3, applicationName: 'workbench-console' });
-  const redis = new Redis(cluster.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
+  // The nodes' Redis, or their Redis Cluster (whose sharded channel a single-Redis publish never reaches).
+  // Channels are named in full, so no key prefix; a push gives up after 2 s (the nodes' poll is the backstop).
+  const redis = createMainClient(localClusterRedis(cluster), { keyPrefix: '', commandTimeoutMs: 2000 });
   redis.on('error', () => {}); // a flip still changes the file; the nodes' poll picks it up
+  redis.connect().catch(() => {}); // it reconnects by itself
   // The local cluster always uses the file provider (its copy of the preset in .workbench/flags/).
   const flags = fileFlagsAccess(cluster.flagsDir, cluster.flagsEnv);
   const watcher = new ClusterWatcher(cluster, pool, flags);

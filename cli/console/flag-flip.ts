@@ -1,11 +1,11 @@
 /**
  * A flag flip from the console: exactly what `workbench flags set KEY on|off` does for the local cluster
  * (file provider): the file written under the flag's lock with its audit event (recordFlagChange, once),
- * then "refresh now" pushed to the nodes over Redis. The request is checked first: a bad one changes
- * nothing.
+ * then "refresh now" pushed to the nodes over Redis (their Redis Cluster's sharded channel when they run on
+ * one). The request is checked first: a bad one changes nothing.
  */
-import type { Redis } from 'ioredis';
 import type { Pool } from '../../broker/db/pool.js';
+import type { RedisClient } from '../../broker/redis/clients.js';
 import type { FlagsAccess } from '../../flags/access.js';
 import { changeFlag } from '../../flags/changes.js';
 import { publishRefresh } from '../../flags/refresh-bus.js';
@@ -51,7 +51,7 @@ export interface FlipOutcome {
 }
 
 export async function flipFlag(
-  deps: { pool: Pool; redis: Redis; redisKeyPrefix: string; flags: FlagsAccess; environment: string },
+  deps: { pool: Pool; redis: RedisClient; redisKeyPrefix: string; flags: FlagsAccess; environment: string },
   request: FlipRequest,
   actor: string,
 ): Promise<FlipOutcome> {

@@ -1,16 +1,17 @@
 /**
  * A local cluster (`workbench up`) on a real Redis Cluster (REDIS_CLUSTER_NODES set when it starts; three
  * throw-away masters with a replica each): cluster.json records it, so what publishes "refresh now" to the
- * nodes from a shell without the variable still reaches them on their sharded channel, and a node started
- * again joins the same cluster (docs/redis-cluster.md).
+ * nodes from a shell without the variable (`flags set`, the console's flip) still reaches them on their
+ * sharded channel, and a node started again joins the same cluster (docs/redis-cluster.md).
  */
+import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClusterFile } from '../../cli/cluster/local.js';
-import { runWorkbench } from '../helpers/cli.js';
+import { captured, runWorkbench, WORKBENCH } from '../helpers/cli.js';
 import { FAST_CLUSTER } from '../helpers/cluster.js';
 import { inOperatorDir } from '../helpers/environments.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
@@ -78,6 +79,42 @@ describe('a local cluster on a Redis Cluster', () => {
     const start = await workbench('node', 'start', 'broker-2');
     expect(start.code, start.stderr).toBe(0);
     await waitFor(async () => (await pushSubscribers()) === 3, { what: 'broker-2 subscribed again' });
+  });
+
+  it("the console's flag flip pushes on the cluster: every node gets it", async () => {
+    const consoleProcess = spawn(process.execPath, [WORKBENCH, 'console', '--port', '0'], {
+      cwd,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const { output, exited } = captured(consoleProcess);
+    try {
+      const url = await waitFor(
+        () => {
+          if (consoleProcess.exitCode !== null) throw new Error(`workbench console exited:\n${output()}`);
+          return output().match(/console: (http:\/\/127\.0\.0\.1:\d+)\//)?.[1];
+        },
+        { what: 'the console started' },
+      );
+      // As a script flips a flag: the admin token, no browser cookie.
+      const flip = async (value: boolean) => {
+        const response = await fetch(`${url}/api/flags`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${cluster.adminToken}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ flag: 'ha.mcp', value }),
+        });
+        expect(response.status).toBe(200);
+        return (await response.json()) as { pushedTo?: number };
+      };
+      // Until its client has joined the cluster a flip reports no push (the nodes' poll is the backstop).
+      await waitFor(async () => (await flip(false)).pushedTo === 3, {
+        intervalMs: 200,
+        what: 'a flip pushed to 3 nodes',
+      });
+      expect(await flip(true)).toMatchObject({ pushedTo: 3 });
+    } finally {
+      consoleProcess.kill('SIGTERM');
+      await exited;
+    }
   });
 
   it('`workbench up` with a bad REDIS_CLUSTER_NODES: exit 2 naming it, nothing started', async () => {
