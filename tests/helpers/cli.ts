@@ -89,7 +89,7 @@ export async function spawnBrokerProcess(
   return { process: child, nodeId, url, wsUrl: `ws://127.0.0.1:${port}/ws`, output, exited };
 }
 
-/** A child process's stdout and stderr together, and its end (exit code or signal name). */
+/** A child process's stdout and stderr together, and its end (exit code or signal name), all output read. */
 export function captured(child: ChildProcess): {
   output: () => string;
   exited: Promise<number | string | null>;
@@ -101,8 +101,10 @@ export function captured(child: ChildProcess): {
   child.stderr?.on('data', (chunk) => {
     output += chunk;
   });
+  // 'close', not 'exit': 'exit' can come before the last of its output has been read from the pipes, and
+  // what a test reads once the process ended must be all it printed.
   const exited = new Promise<number | string | null>((resolve) =>
-    child.on('exit', (code, signal) => resolve(code ?? signal)),
+    child.on('close', (code, signal) => resolve(code ?? signal)),
   );
   return { output: () => output, exited };
 }

@@ -9,6 +9,11 @@ export interface VerifierProcess {
   url: string;
   port: number;
   output(): string;
+  /**
+   * Resolves once its output shows `text` (bounded). Its lines come through a pipe, its metrics through
+   * HTTP: a gauge can be scraped before the line written just before it has been read here.
+   */
+  printed(text: string | RegExp): Promise<void>;
   exited: Promise<number | string | null>;
   /** SIGTERM, then the exit code. */
   stop(): Promise<number | string | null>;
@@ -49,6 +54,10 @@ export async function startVerifier(databaseUrl: string, args: string[] = []): P
     url,
     port,
     output,
+    async printed(text) {
+      const shows = () => (typeof text === 'string' ? output().includes(text) : text.test(output()));
+      await waitFor(shows, { timeoutMs: 5000, what: `the verifier to print ${String(text)}\n${output()}` });
+    },
     exited,
     stop() {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');

@@ -63,7 +63,9 @@ describe('admin token rotation on a broker process', () => {
       ADMIN_TOKEN: NEW_TOKEN,
       ADMIN_TOKEN_PREVIOUS: OLD_TOKEN,
     });
-    expect(during.output()).toContain('ADMIN_TOKEN_PREVIOUS is set');
+    await waitFor(() => during.output().includes('ADMIN_TOKEN_PREVIOUS is set'), {
+      what: `the warning about ADMIN_TOKEN_PREVIOUS\n${during.output()}`,
+    });
     expect(await previousUses(during)).toBe(0);
     expect(await status(during, NEW_TOKEN)).toBe(200);
     expect(await previousUses(during)).toBe(0);

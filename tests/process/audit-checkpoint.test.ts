@@ -223,7 +223,7 @@ describe('the audit verifier checkpoint (tamper evidence that survives deletion)
     running.push(verifier);
     await until(verifier, 'mesh_broker_audit_verifier_verified_seq', meshId, 12);
     await until(verifier, 'mesh_broker_audit_verifier_checkpoint_broken', meshId, 0);
-    expect(verifier.output()).toContain(`checkpoint ${file}: no such file yet, starting fresh`);
+    await verifier.printed(`checkpoint ${file}: no such file yet, starting fresh`);
     const twelve = await headOf(meshId);
     await waitFor(() => checkpointOf(file)[meshId]?.seq === 12, { what: 'the checkpoint file at seq 12' });
     expect(checkpointOf(file)[meshId]).toEqual({ seq: 12, hash: twelve.hash });
@@ -244,7 +244,7 @@ describe('the audit verifier checkpoint (tamper evidence that survives deletion)
 
     await deleteNewest(meshId, 11);
     await until(verifier, 'mesh_broker_audit_verifier_checkpoint_broken', meshId, 1);
-    expect(verifier.output()).toContain(
+    await verifier.printed(
       `BREAK  mesh ${meshId} seq 12 (row id 0): mesh ${meshId}: chain shorter than the checkpoint: the checkpoint says seq 12 has hash ${twelve.hash}, but the chain ends at seq 10`,
     );
     // The next event reuses seq 11; rescans walk the shortened chain from genesis.
@@ -277,7 +277,7 @@ describe('the audit verifier checkpoint (tamper evidence that survives deletion)
     const restarted = await startVerifier(db.url, args);
     running.push(restarted);
     await until(restarted, 'mesh_broker_audit_verifier_checkpoint_broken', meshId, 1);
-    expect(restarted.output()).toContain(`checkpoint ${file}: 1 mesh`);
+    await restarted.printed(`checkpoint ${file}: 1 mesh`);
     expect(
       seriesValue(await scrape(restarted.url), 'mesh_broker_audit_verifier_verified_seq', { mesh: meshId }),
     ).toBe(12);

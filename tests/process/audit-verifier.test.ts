@@ -172,7 +172,7 @@ describe('workbench audit verify --follow (the independent verifier)', () => {
     // A row appended with a wrong link is found by the incremental walk alone.
     await append(mesh, 7, 'f'.repeat(64));
     await until(verifier, 'mesh_broker_audit_verifier_breaks', mesh, 1);
-    expect(verifier.output()).toMatch(/BREAK {2}mesh \S+ seq 7 .*prevHash is not the hash of a row at seq 6/);
+    await verifier.printed(/BREAK {2}mesh \S+ seq 7 .*prevHash is not the hash of a row at seq 6/);
 
     // A row it already verified, rewritten behind the append-only trigger: found by the rescan.
     await db.query('ALTER TABLE audit_log DISABLE TRIGGER audit_log_append_only');
@@ -184,7 +184,7 @@ describe('workbench audit verify --follow (the independent verifier)', () => {
       await db.query('ALTER TABLE audit_log ENABLE TRIGGER audit_log_append_only');
     }
     await until(verifier, 'mesh_broker_audit_verifier_breaks', mesh, 2);
-    expect(verifier.output()).toMatch(/rescan from genesis: 2 broken rows/);
+    await verifier.printed(/rescan from genesis: 2 broken rows/);
     text = await scrape(verifier.url);
     expect(seriesValue(text, 'mesh_broker_audit_verifier_passes_total', { kind: 'rescan' })).toBeGreaterThan(
       0,
@@ -225,7 +225,7 @@ describe('workbench audit verify --follow (the independent verifier)', () => {
     expect(seriesValue(text, 'mesh_broker_audit_verifier_verified_seq', { mesh })).toBe(12);
     expect(seriesValue(text, 'mesh_broker_audit_verifier_checkpoint_broken', { mesh })).toBe(1);
     expect(seriesValue(text, 'mesh_broker_audit_verifier_breaks', { mesh })).toBe(1);
-    expect(verifier.output()).toContain(
+    await verifier.printed(
       `BREAK  mesh ${mesh} seq 12 (row id 0): mesh ${mesh}: chain shorter than the checkpoint: the checkpoint says seq 12 has hash ${twelve}`,
     );
   });
@@ -261,7 +261,7 @@ describe('workbench audit verify --follow (the independent verifier)', () => {
     running.push(third);
     await until(third, 'mesh_broker_audit_verifier_forks', mesh, 1);
     expect(seriesValue(await scrape(third.url), 'mesh_broker_audit_verifier_breaks', { mesh })).toBe(0);
-    expect(third.output()).toMatch(/FORK/);
+    await third.printed(/FORK/);
   });
 
   it('counts each fork found once: not again on a rescan, nor after a restart (MeshAuditChainForked reads it)', async () => {
@@ -380,7 +380,7 @@ describe('workbench audit verify --follow (the independent verifier)', () => {
     let text = await scrape(verifier.url);
     expect(seriesValue(text, 'mesh_broker_audit_verifier_breaks', { mesh })).toBe(0);
     expect(seriesValue(text, 'mesh_broker_audit_verifier_forks_found_total', { mesh })).toBe(2);
-    expect(verifier.output()).toMatch(/FORK {2}mesh \S+ seq 3 .*committed after seq 3 was verified/);
+    await verifier.printed(/FORK {2}mesh \S+ seq 3 .*committed after seq 3 was verified/);
 
     // The rescan from genesis finds the same: nothing to say about verified rows being changed.
     const rescans = async () =>
@@ -398,7 +398,7 @@ describe('workbench audit verify --follow (the independent verifier)', () => {
     // A prevHash that is the hash of no row at seq 4: a break.
     await append(mesh, 5, 'e'.repeat(64));
     await until(verifier, 'mesh_broker_audit_verifier_breaks', mesh, 1);
-    expect(verifier.output()).toMatch(/BREAK {2}mesh \S+ seq 5 .*prevHash is not the hash of a row at seq 4/);
+    await verifier.printed(/BREAK {2}mesh \S+ seq 5 .*prevHash is not the hash of a row at seq 4/);
     expect(await verifier.stop()).toBe(0);
   }, 60_000);
   it('takes a link to a verified head row rewritten in place for a break, not a late fork', async () => {

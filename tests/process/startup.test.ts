@@ -225,7 +225,10 @@ describe('waiting for Postgres at start', SLOW, () => {
 
     postgres.start();
     await waitFor(() => healthy(node.port), { timeoutMs: 30_000, what: 'the node healthy' });
-    expect(node.output()).toContain('Postgres is up');
+    // Logged before it serves, but through a pipe read apart from the HTTP answer: waited for, not assumed.
+    await waitFor(() => node.output().includes('Postgres is up'), {
+      what: `"Postgres is up"\n${node.output()}`,
+    });
     node.child.kill('SIGTERM');
     expect(await exitWithin(node, 10_000)).toBe(0);
   });
