@@ -1,6 +1,5 @@
 /** The durable rows of messaging as the node reads them, and the frames recipients get for them. */
 import type { DurableFrame } from '../connections/connection.js';
-import type { Pool, PoolClient } from '../db/pool.js';
 
 /** Who a stored message is from: a member's session (a peer's send, or its schedule or watch). */
 export interface Sender {
@@ -69,29 +68,5 @@ export function toFrame(row: MessageRow): DurableFrame {
     to: row.target,
     body: row.body,
     ...(row.scheduleId === null ? {} : { scheduleId: row.scheduleId, occurrence: row.occurrence }),
-  };
-}
-
-/** The message a sender's `id` was first accepted as (a retry gets it back, marked duplicate). */
-export async function originalMessage(
-  db: Pool | PoolClient,
-  sender: Sender,
-  id: string,
-): Promise<AcceptedMessage> {
-  // The recipients as they were at the first accept: delivery rows may be gone since (acked, retained).
-  const result = await db.query<MessageRow & { recipients: number[] }>(
-    `SELECT ${MESSAGE_COLUMNS}, m.recipients
-       FROM messages m JOIN members s ON s.id = m.sender_id
-      WHERE m.mesh_id = $1 AND m.sender_id = $2 AND m.client_id = $3`,
-    [sender.meshId, sender.memberId, id],
-  );
-  const row = result.rows[0];
-  if (!row) throw new Error(`message ${id} of member ${sender.memberId} vanished after a conflict`);
-  return {
-    frame: toFrame(row),
-    recipients: row.recipients.map(Number),
-    seqs: [],
-    duplicate: true,
-    dropped: 0,
   };
 }

@@ -3,11 +3,11 @@
  * (docs/delivery.md). A message is accepted (and `sent` replied) only once its rows are committed; every
  * delivery path, local or shared, reads from these rows through a session's feed.
  *
- * Accepts and acks from every session of the node are written in batches (group commit); a caller that
- * holds its own transaction (a schedule's occurrence) accepts inside it instead.
+ * Accepts and acks from every session of the node are written in batches (group commit), an accept batch
+ * in one statement; a caller that holds its own transaction (a schedule's occurrence) accepts inside it
+ * instead.
  */
 import type { Pool, PoolClient } from '../db/pool.js';
-import { inTransaction } from '../db/pool.js';
 import { type AcceptPolicy, acceptBatch } from './accept.js';
 import { type AckRequest, ackBatch } from './acks.js';
 import type { FeedItem, FeedSource } from './feed.js';
@@ -46,7 +46,8 @@ export class MessageStore implements FeedSource {
     this.accepts = new GroupCommit({
       maxBatch,
       maxInFlight: 1,
-      write: (batch) => inTransaction(pool, (client) => acceptBatch(client, batch, options)),
+      // One statement, its own transaction: one round trip per batch.
+      write: (batch) => acceptBatch(pool, batch, options),
       onBatch: (size) => options.onBatch?.('accept', size),
     });
     this.acks = new GroupCommit({

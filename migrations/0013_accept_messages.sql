@@ -1,0 +1,209 @@
+-- Accepting a batch of durable sends in one statement (docs/delivery.md § The pipeline; called by
+-- broker/delivery/accept.ts). Everything an accept does depends on the database only, never on the broker,
+-- so it runs here: one round trip per batch instead of six (BEGIN, four statements, COMMIT), which is
+-- what a send from a far region pays before its ack (docs/multi-region.md). Called on its own, the call is
+-- its own transaction; inside a caller's transaction (a schedule's occurrence), part of it.
+--
+-- Per request, in arrival order (request i is element i of every array):
+-- - a retried id of the same sender is the original message again ('duplicate'), nothing new stored;
+-- - a second copy of a message in this batch gets its first copy's outcome, marked duplicate ('copy');
+-- - a revoked sender is 'forbidden'; a DM to oneself 'bad_request' (unless allow_self: watch
+--   notifications); an unknown (or revoked) DM recipient 'not_found';
+-- - a recipient owed backlog_max unacked rows: a DM to it is refused 'limit_exceeded', a broadcast or group
+--   message skips it (counted in dropped);
+-- - otherwise the message, one delivery row per recipient with the member's next seq, and, for a DM or a
+--   group message, the nodes holding a session of a recipient (presence), so that only they are woken.
+
+-- One (request, recipient member) pair of the batch, while the function works it out.
+CREATE TYPE "accept_recipient" AS (
+	"request" integer,
+	"member_id" bigint,
+	-- Within the backlog bound (null until the feeds are locked).
+	"kept" boolean,
+	-- The member's last seq when its feed was locked.
+	"feed_seq" bigint,
+	-- This pair's delivery row's seq (null until assigned).
+	"seq" bigint
+);
+--> statement-breakpoint
+CREATE FUNCTION "accept_messages"(
+	mesh_ids uuid[], sender_ids bigint[], sender_sessions uuid[], sender_pubkeys text[], client_ids text[],
+	targets text[], bodies text[], kinds text[], schedule_ids uuid[], occurrences integer[], allow_self boolean[],
+	backlog_max integer
+) RETURNS TABLE (
+	-- Null: accepted (or a duplicate); otherwise the refusal's ProtocolError code.
+	refused text,
+	message_id bigint, client_id text, sender_pubkey text, sender_session uuid, target text, body text,
+	kind text, schedule_id uuid, occurrence integer, created_at timestamptz,
+	-- The members owed the message, in member order, and each one's seq (empty for a duplicate).
+	recipients bigint[], seqs bigint[],
+	duplicate boolean,
+	-- Null for a broadcast (every node is woken) and for a duplicate (nothing is sent again).
+	nodes text[],
+	dropped integer
+) LANGUAGE plpgsql AS $$
+-- The output columns are variables too; in the queries below, a bare name is always the table's column.
+#variable_conflict use_column
+DECLARE
+	-- Per request: null (still standing), 'duplicate', 'copy', or a refusal's code.
+	standing text[];
+	-- Per request: the first request of the batch with its (mesh, sender, id); itself if none before it.
+	first_copy integer[];
+	pairs accept_recipient[];
+	delivered accept_recipient[];
+	message_ids bigint[] := array_fill(NULL::bigint, ARRAY[cardinality(client_ids)]);
+	created_ats timestamptz[] := array_fill(NULL::timestamptz, ARRAY[cardinality(client_ids)]);
+	full_dm integer;
+	inserted record;
+	outcomes integer;
+BEGIN
+	-- 1. Where each request stands before any feed is locked.
+	SELECT array_agg(CASE
+	           WHEN EXISTS (SELECT FROM messages m
+	                         WHERE m.mesh_id = mesh_ids[i] AND m.sender_id = sender_ids[i] AND m.client_id = client_ids[i])
+	             THEN 'duplicate'
+	           WHEN earliest < i THEN 'copy'
+	           WHEN EXISTS (SELECT FROM members s WHERE s.id = sender_ids[i] AND s.revoked_at IS NOT NULL)
+	             THEN 'forbidden'
+	           WHEN targets[i] = '*' OR starts_with(targets[i], '@') THEN NULL
+	           WHEN targets[i] = sender_pubkeys[i] AND allow_self[i] IS NOT TRUE THEN 'bad_request'
+	           WHEN NOT EXISTS (SELECT FROM members r
+	                             WHERE r.mesh_id = mesh_ids[i] AND r.pubkey = targets[i] AND r.revoked_at IS NULL)
+	             THEN 'not_found'
+	         END ORDER BY i),
+	       array_agg(earliest ORDER BY i)
+	  INTO standing, first_copy
+	  FROM (SELECT i, min(i) OVER (PARTITION BY mesh_ids[i], sender_ids[i], client_ids[i]) AS earliest
+	          FROM generate_subscripts(client_ids, 1) AS i) batch;
+
+	-- 2. The recipients of the requests still standing, never a revoked member: a DM's named member; every
+	-- other member of the mesh for a broadcast ('*'), or of the group ('@group': the groups of each
+	-- member's latest hello). Two branches so that a DM is an index lookup by (mesh, pubkey).
+	SELECT array_agg((request, member_id, NULL, NULL, NULL)::accept_recipient ORDER BY request, member_id)
+	  INTO pairs
+	  FROM (SELECT i AS request, r.id AS member_id
+	          FROM generate_subscripts(client_ids, 1) AS i
+	          JOIN members r ON r.mesh_id = mesh_ids[i] AND r.pubkey = targets[i] AND r.revoked_at IS NULL
+	         WHERE standing[i] IS NULL AND targets[i] <> '*' AND NOT starts_with(targets[i], '@')
+	        UNION ALL
+	        SELECT i, r.id
+	          FROM generate_subscripts(client_ids, 1) AS i
+	          JOIN members r ON r.mesh_id = mesh_ids[i] AND r.id <> sender_ids[i] AND r.revoked_at IS NULL
+	         WHERE standing[i] IS NULL
+	           AND (targets[i] = '*' OR (starts_with(targets[i], '@') AND substr(targets[i], 2) = ANY (r.groups)))
+	       ) recipient;
+
+	-- 3. Lock the recipients' feeds, all at once and in member order (two batches never deadlock), so that
+	-- their seqs are assigned and committed in order, then apply the backlog bound. Within the batch a
+	-- member's owed count grows by one per request it is kept for, and only while it is below the bound,
+	-- so it is kept for a request exactly when (owed at the lock) + (earlier requests of this batch it is a
+	-- recipient of) < backlog_max.
+	WITH locked AS (
+	  INSERT INTO delivery_feeds (member_id)
+	  SELECT DISTINCT member_id FROM unnest(pairs) ORDER BY member_id
+	  ON CONFLICT (member_id) DO UPDATE SET last_seq = delivery_feeds.last_seq
+	  RETURNING member_id, last_seq,
+	            (SELECT count(*) FROM deliveries d WHERE d.member_id = delivery_feeds.member_id) AS owed)
+	SELECT array_agg((request, member_id, kept, feed_seq, NULL)::accept_recipient ORDER BY request, member_id)
+	  INTO pairs
+	  FROM (SELECT p.request, p.member_id, l.last_seq AS feed_seq,
+	               l.owed + row_number() OVER (PARTITION BY p.member_id ORDER BY p.request) - 1 < backlog_max AS kept
+	          FROM unnest(pairs) p JOIN locked l USING (member_id)) ranked;
+	-- A DM has one recipient: if it is full, the DM is refused (a broadcast or group message skips it).
+	FOR full_dm IN SELECT p.request FROM unnest(pairs) p
+	                WHERE NOT p.kept AND targets[p.request] <> '*' AND NOT starts_with(targets[p.request], '@') LOOP
+		standing[full_dm] := 'limit_exceeded';
+	END LOOP;
+
+	-- 4. The messages of the requests still standing, each with its kept recipients in member order (what a
+	-- retry's `sent` gets back later, when delivery rows may be gone). One accepted meanwhile by another node
+	-- (a retry racing its original) conflicts: the original it is.
+	FOR inserted IN
+	  WITH stored AS (
+	    INSERT INTO messages (mesh_id, sender_id, sender_session, client_id, target, body, kind, schedule_id,
+	                          occurrence, recipients)
+	    SELECT mesh_ids[i], sender_ids[i], sender_sessions[i], client_ids[i], targets[i], bodies[i], kinds[i],
+	           schedule_ids[i], occurrences[i], coalesce(k.members, '{}')
+	      FROM generate_subscripts(client_ids, 1) AS i
+	      LEFT JOIN (SELECT request, array_agg(member_id ORDER BY member_id) AS members
+	                   FROM unnest(pairs) WHERE kept GROUP BY request) k ON k.request = i
+	     WHERE standing[i] IS NULL
+	     ORDER BY i
+	    ON CONFLICT (mesh_id, sender_id, client_id) DO NOTHING
+	    RETURNING id, created_at, mesh_id, sender_id, client_id)
+	  SELECT i, s.id, s.created_at
+	    FROM stored s JOIN generate_subscripts(client_ids, 1) AS i
+	      ON standing[i] IS NULL
+	     AND (mesh_ids[i], sender_ids[i], client_ids[i]) = (s.mesh_id, s.sender_id, s.client_id)
+	LOOP
+		message_ids[inserted.i] := inserted.id;
+		created_ats[inserted.i] := inserted.created_at;
+	END LOOP;
+	FOR n IN 1 .. cardinality(client_ids) LOOP
+		IF standing[n] IS NULL AND message_ids[n] IS NULL THEN
+			standing[n] := 'duplicate';
+		END IF;
+	END LOOP;
+
+	-- 5. One delivery row per kept recipient of each stored message, with the member's next seq: counted on
+	-- from the locked feed's last seq in request order, so without gaps; then the feeds' new last seqs.
+	SELECT array_agg((request, member_id, true, feed_seq, feed_seq + nth)::accept_recipient)
+	  INTO delivered
+	  FROM (SELECT p.request, p.member_id, p.feed_seq,
+	               row_number() OVER (PARTITION BY p.member_id ORDER BY p.request) AS nth
+	          FROM unnest(pairs) p
+	         WHERE p.kept AND message_ids[p.request] IS NOT NULL) numbered;
+	INSERT INTO deliveries (message_id, member_id, seq)
+	SELECT message_ids[d.request], d.member_id, d.seq FROM unnest(delivered) d;
+	UPDATE delivery_feeds f SET last_seq = d.last_seq
+	  FROM (SELECT member_id, max(seq) AS last_seq FROM unnest(delivered) GROUP BY member_id) d
+	 WHERE f.member_id = d.member_id;
+
+	-- 6. One outcome per request, in order. A duplicate's is its original as stored (its recipients as at
+	-- its first accept); a copy's is its first copy's, marked duplicate.
+	RETURN QUERY
+	WITH outcome (request, refused, message_id, client_id, sender_pubkey, sender_session, target, body, kind,
+	              schedule_id, occurrence, created_at, recipients, seqs, duplicate, nodes, dropped) AS (
+	  SELECT i, NULL::text, message_ids[i], client_ids[i], sender_pubkeys[i], sender_sessions[i],
+	         targets[i], bodies[i], kinds[i], schedule_ids[i], occurrences[i], created_ats[i],
+	         coalesce(d.members, '{}'), coalesce(d.seqs, '{}'), false,
+	         CASE WHEN targets[i] <> '*' THEN
+	           ARRAY(SELECT DISTINCT p.node_id FROM presence p
+	                  WHERE p.member_id = ANY (d.members) AND p.disconnected_at IS NULL ORDER BY 1)
+	         END,
+	         coalesce(x.dropped, 0)
+	    FROM generate_subscripts(client_ids, 1) AS i
+	    LEFT JOIN (SELECT request, array_agg(member_id ORDER BY member_id) AS members,
+	                      array_agg(seq ORDER BY member_id) AS seqs
+	                 FROM unnest(delivered) GROUP BY request) d ON d.request = i
+	    LEFT JOIN (SELECT request, count(*)::integer AS dropped
+	                 FROM unnest(pairs) WHERE NOT kept GROUP BY request) x ON x.request = i
+	   WHERE standing[i] IS NULL
+	  UNION ALL
+	  SELECT i, NULL, m.id, m.client_id, s.pubkey, m.sender_session, m.target, m.body, m.kind, m.schedule_id,
+	         m.occurrence, m.created_at, m.recipients, '{}', true, NULL, 0
+	    FROM generate_subscripts(client_ids, 1) AS i
+	    JOIN messages m ON m.mesh_id = mesh_ids[i] AND m.sender_id = sender_ids[i] AND m.client_id = client_ids[i]
+	    JOIN members s ON s.id = m.sender_id
+	   WHERE standing[i] = 'duplicate'
+	  UNION ALL
+	  -- A refusal carries its request's target: the not_found message names it.
+	  SELECT i, standing[i], NULL, NULL, NULL, NULL, targets[i], NULL, NULL, NULL, NULL, NULL, NULL, NULL, false,
+	         NULL, 0
+	    FROM generate_subscripts(client_ids, 1) AS i
+	   WHERE standing[i] NOT IN ('duplicate', 'copy')
+	)
+	SELECT o.refused, o.message_id, o.client_id, o.sender_pubkey, o.sender_session, o.target, o.body, o.kind,
+	       o.schedule_id, o.occurrence, o.created_at, o.recipients, o.seqs, o.duplicate OR o.request <> i,
+	       o.nodes, o.dropped
+	  FROM generate_subscripts(client_ids, 1) AS i JOIN outcome o ON o.request = first_copy[i]
+	 ORDER BY i;
+	-- A duplicate whose original is gone (retention deleted it meanwhile) has no outcome: fail the batch,
+	-- as nothing of it may be committed without its outcome reaching the sender.
+	GET DIAGNOSTICS outcomes = ROW_COUNT;
+	IF outcomes <> cardinality(client_ids) THEN
+		RAISE EXCEPTION 'accept_messages: % outcomes for % requests (an original message vanished)',
+			outcomes, cardinality(client_ids);
+	END IF;
+END;
+$$;
