@@ -49,15 +49,18 @@ DECLARE
 	standing text[];
 	-- Per request: the first request of the batch with its (mesh, sender, id); itself if none before it.
 	first_copy integer[];
+	-- Every (request, recipient) of the requests standing after step 1, in request then member order.
 	pairs accept_recipient[];
+	-- The pairs that get a delivery row, with their seqs (step 5).
 	delivered accept_recipient[];
+	-- Per request: the stored message's id and time (step 4); null for every other outcome.
 	message_ids bigint[] := array_fill(NULL::bigint, ARRAY[cardinality(client_ids)]);
 	created_ats timestamptz[] := array_fill(NULL::timestamptz, ARRAY[cardinality(client_ids)]);
 	full_dm integer;
 	inserted record;
 	outcomes integer;
 BEGIN
-	-- 1. Where each request stands before any feed is locked.
+	-- 1. Where each request stands before any feed is locked (the branches in the order the checks apply).
 	SELECT array_agg(CASE
 	           WHEN EXISTS (SELECT FROM messages m
 	                         WHERE m.mesh_id = mesh_ids[i] AND m.sender_id = sender_ids[i] AND m.client_id = client_ids[i])
