@@ -155,7 +155,7 @@ describe('workbench audit verify --follow (the independent verifier)', () => {
     const verifier = await startVerifier(db.url, ['--interval-ms', '100', '--rescan-ms', '1000']);
     running.push(verifier);
     await until(verifier, 'mesh_broker_audit_verifier_verified_seq', mesh, 3);
-    let text = await scrape(verifier.url);
+    const text = await scrape(verifier.url);
     expect(seriesValue(text, 'mesh_broker_audit_verifier_lag_rows', { mesh })).toBe(0);
     expect(seriesValue(text, 'mesh_broker_audit_verifier_breaks', { mesh })).toBe(0);
     expect(seriesValue(text, 'mesh_broker_audit_verifier_forks', { mesh })).toBe(0);
@@ -185,9 +185,13 @@ describe('workbench audit verify --follow (the independent verifier)', () => {
     }
     await until(verifier, 'mesh_broker_audit_verifier_breaks', mesh, 2);
     await verifier.printed(/rescan from genesis: 2 broken rows/);
-    text = await scrape(verifier.url);
-    expect(seriesValue(text, 'mesh_broker_audit_verifier_passes_total', { kind: 'rescan' })).toBeGreaterThan(
-      0,
+    // Counted once the rescan pass ends, a moment after the gauges it set.
+    await waitFor(
+      async () =>
+        (seriesValue(await scrape(verifier.url), 'mesh_broker_audit_verifier_passes_total', {
+          kind: 'rescan',
+        }) ?? 0) > 0,
+      { what: 'a rescan pass counted' },
     );
     expect(await verifier.stop()).toBe(0);
   });
