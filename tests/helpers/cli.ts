@@ -20,16 +20,18 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs `workbench ARGS` to completion. */
+/** Runs `workbench ARGS` to completion (its output also to `logFile` as it comes, if given). */
 export async function runWorkbench(
   args: string[],
   env: Record<string, string> = {},
   cwd?: string,
+  logFile?: string,
 ): Promise<CliResult> {
   requireBuild();
   const { code, stdout, stderr } = await runToEnd(process.execPath, [WORKBENCH, ...args], {
     env: { ...process.env, ...env },
     cwd,
+    logFile,
   });
   return { code, stdout, stderr };
 }

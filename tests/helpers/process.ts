@@ -1,7 +1,8 @@
 /** Processes of a test: running a command to its end, and telling what still runs or listens afterwards. */
 import { spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { createWriteStream, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
+import { dirname } from 'node:path';
 
 export interface Finished {
   /** The exit code; null when a signal ended it. */
@@ -18,6 +19,11 @@ export interface RunOptions {
   input?: string;
   /** SIGTERM after this long. */
   timeoutMs?: number;
+  /**
+   * Also written here as it comes (stdout and stderr together), so that a run a test gave up on (its
+   * timeout) still shows how far it got.
+   */
+  logFile?: string;
 }
 
 /** Runs `command ARGS` to its end; never rejects on a non-zero exit (the caller judges `code`). */
@@ -30,11 +36,15 @@ export function runToEnd(command: string, args: string[], options: RunOptions = 
     });
     let stdout = '';
     let stderr = '';
+    if (options.logFile) mkdirSync(dirname(options.logFile), { recursive: true });
+    const log = options.logFile ? createWriteStream(options.logFile) : undefined;
     child.stdout?.on('data', (chunk: Buffer) => {
       stdout += chunk;
+      log?.write(chunk);
     });
     child.stderr?.on('data', (chunk: Buffer) => {
       stderr += chunk;
+      log?.write(chunk);
     });
     if (child.stdin) {
       child.stdin.on('error', () => {}); // a command that exits without reading its input
@@ -45,6 +55,7 @@ export function runToEnd(command: string, args: string[], options: RunOptions = 
     child.on('error', reject);
     child.on('close', (code, signal) => {
       clearTimeout(timer);
+      log?.end();
       resolve({ code, signal, stdout, stderr });
     });
   });
