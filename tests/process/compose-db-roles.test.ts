@@ -4,13 +4,14 @@
  * may and may not do, and what Grafana's role may (the dashboard's annotation queries, nothing else). The roles a real stack gets are these, under their default names.
  */
 import { spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runMigrations } from '../../broker/db/migrate.js';
 import { createPool } from '../../broker/db/pool.js';
+import { acceptBatch } from '../../broker/delivery/accept.js';
 import { packageRoot } from '../../broker/paths.js';
 import { recordFlagChange } from '../../flags/changes.js';
 import { runWorkbench } from '../helpers/cli.js';
@@ -141,6 +142,26 @@ describe('the compose stack database roles (postgres-init/10-roles.sh)', () => {
       return inserted.rows[0].id as string;
     });
     expect(await failure(brokerUrl, `DELETE FROM meshes WHERE id = '${id}'`)).toBeUndefined();
+  });
+
+  it("the brokers' role accepts a durable send: accept_messages (a later migration's function), called as the broker calls it", async () => {
+    const pool = createPool(brokerUrl, { max: 1 });
+    try {
+      const mesh = await pool.query("INSERT INTO meshes (name) VALUES ('roles-accept') RETURNING id");
+      const meshId = mesh.rows[0].id as string;
+      const members = await pool.query<{ id: number; pubkey: string }>(
+        "INSERT INTO members (mesh_id, pubkey) VALUES ($1, 'alice'), ($1, 'bob') RETURNING id, pubkey",
+        [meshId],
+      );
+      const [alice, bob] = members.rows;
+      const sender = { meshId, memberId: alice!.id, sessionId: randomUUID(), pubkey: 'alice' };
+      const [outcome] = await acceptBatch(pool, [{ sender, message: { id: 'm1', to: 'bob', body: 'hi' } }], {
+        backlogMax: 10,
+      });
+      expect(outcome).toMatchObject({ ok: true, value: { recipients: [bob!.id], duplicate: false } });
+    } finally {
+      await pool.end();
+    }
   });
 
   it("the brokers' role changes no schema and truncates nothing", async () => {
