@@ -2,14 +2,7 @@
  * Member keys: ed25519 through node:crypto. On the wire a public key is its raw 32 bytes in lowercase
  * hex, and a secret key is the 32-byte seed in hex (the form `workbench mesh create` writes).
  */
-import {
-  createPrivateKey,
-  createPublicKey,
-  generateKeyPairSync,
-  type KeyObject,
-  randomBytes,
-  sign,
-} from 'node:crypto';
+import { createPrivateKey, createPublicKey, type KeyObject, randomBytes, sign } from 'node:crypto';
 import { helloSigningString } from '../protocol/hello-message.js';
 
 export interface MemberKeys {
@@ -20,13 +13,16 @@ export interface MemberKeys {
 /** PKCS#8 DER header of an ed25519 private key; the 32-byte seed follows it. */
 const PKCS8_ED25519_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex');
 
+/**
+ * A new member's keys. An ed25519 secret key is any 32 random bytes (the seed), so it is drawn directly
+ * rather than through `generateKeyPairSync`: on Node 20 a key-generation job collected by the garbage
+ * collector while a key it made is being exported (`export({ format: 'jwk' })`) deadlocks the process
+ * (seen once: `workbench promote` hung for good inside its smoke checks, its main thread waiting on the
+ * key's mutex in KeyGenJob's destructor under ExportJWK). No job, no deadlock.
+ */
 export function generateMemberKeys(): MemberKeys {
-  const { privateKey, publicKey } = generateKeyPairSync('ed25519');
-  const jwk = privateKey.export({ format: 'jwk' });
-  return {
-    pubkey: Buffer.from(publicKey.export({ format: 'jwk' }).x!, 'base64url').toString('hex'),
-    secretKey: Buffer.from(jwk.d!, 'base64url').toString('hex'),
-  };
+  const secretKey = randomBytes(32).toString('hex');
+  return { pubkey: pubkeyOf(secretKey), secretKey };
 }
 
 export function privateKeyFromSeed(secretKey: string): KeyObject {
