@@ -175,7 +175,10 @@ describe('workbench promote and rollback', () => {
   for (const to of [2, 3]) {
     it(`then promotes ${to - 1} → ${to} after its checks pass`, async () => {
       const log = join(packageRoot(), 'test-results', 'promote', `promote-to-${to}.log`);
-      const result = await runWorkbench(['promote', '--env', 'local', '--to', String(to)], env, cwd, log);
+      const result = await runWorkbench(['promote', '--env', 'local', '--to', String(to)], env, cwd, {
+        logFile: log,
+        timeoutMs: 390_000, // ended before the test's own timeout: nothing of it outlives the test
+      });
       expect(result.code, result.stdout + result.stderr).toBe(0);
       expect(result.stdout).toContain(`promoted local from phase ${to - 1} to phase ${to}`);
     }, 400_000);

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { packageRoot } from '../../broker/paths.js';
 import { ADMIN_TOKEN } from './broker.js';
 import { freePort } from './ports.js';
-import { runToEnd } from './process.js';
+import { type RunOptions, runToEnd } from './process.js';
 import { waitFor } from './wait.js';
 
 /** The compiled `workbench` command, as installed by the package's `bin`. */
@@ -20,18 +20,21 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs `workbench ARGS` to completion (its output also to `logFile` as it comes, if given). */
+/**
+ * Runs `workbench ARGS` to completion: its output also to `logFile` as it comes, and SIGTERM after
+ * `timeoutMs` (so a run its test gave up on does not outlive it), if given.
+ */
 export async function runWorkbench(
   args: string[],
   env: Record<string, string> = {},
   cwd?: string,
-  logFile?: string,
+  options: Pick<RunOptions, 'logFile' | 'timeoutMs'> = {},
 ): Promise<CliResult> {
   requireBuild();
   const { code, stdout, stderr } = await runToEnd(process.execPath, [WORKBENCH, ...args], {
     env: { ...process.env, ...env },
     cwd,
-    logFile,
+    ...options,
   });
   return { code, stdout, stderr };
 }

@@ -17,7 +17,7 @@ export interface RunOptions {
   cwd?: string;
   /** Written to its standard input, which is then closed (otherwise it has none). */
   input?: string;
-  /** SIGTERM after this long. */
+  /** SIGTERM after this long (SIGKILL 5 s later if it is still there). */
   timeoutMs?: number;
   /**
    * Also written here as it comes (stdout and stderr together), so that a run a test gave up on (its
@@ -50,11 +50,18 @@ export function runToEnd(command: string, args: string[], options: RunOptions = 
       child.stdin.on('error', () => {}); // a command that exits without reading its input
       child.stdin.end(options.input);
     }
-    const timer = options.timeoutMs ? setTimeout(() => child.kill('SIGTERM'), options.timeoutMs) : undefined;
-    timer?.unref();
+    // SIGTERM, then SIGKILL: a process whose main thread is stuck never runs its SIGTERM handler.
+    let killer: NodeJS.Timeout | undefined;
+    const timer = options.timeoutMs
+      ? setTimeout(() => {
+          child.kill('SIGTERM');
+          killer = setTimeout(() => child.kill('SIGKILL'), 5000);
+        }, options.timeoutMs)
+      : undefined;
     child.on('error', reject);
     child.on('close', (code, signal) => {
       clearTimeout(timer);
+      clearTimeout(killer);
       log?.end();
       resolve({ code, signal, stdout, stderr });
     });
