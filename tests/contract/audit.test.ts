@@ -64,14 +64,16 @@ describe.each(WORLDS)('AuditLog contract, %s', (kind) => {
     const all: AuditEntry[] = [];
     let before: number | undefined;
     for (;;) {
-      const page = await client.request<Frame & { entries: AuditEntry[] }>({
+      const page = await client.request<Frame & { entries: AuditEntry[]; more?: boolean }>({
         type: 'audit.query',
         limit: 1000,
         ...(before === undefined ? {} : { before }),
       });
       all.push(...page.entries);
       const lowest = page.entries.at(-1)?.seq;
-      if (page.entries.length < 1000 || lowest === undefined || lowest <= 1) break;
+      // A page ends at `limit` or at its byte bound (then it says `more`): either way more may follow.
+      // (Stopping at a short page lost the oldest entries once a chain outgrew one byte-bounded page.)
+      if ((page.entries.length < 1000 && !page.more) || lowest === undefined || lowest <= 1) break;
       before = lowest;
     }
     return all.reverse();
