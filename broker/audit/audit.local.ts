@@ -2,7 +2,7 @@ import type { Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
 import type { AuditEntry, AuditLog } from './audit.js';
 import { type AuditCounters, AuditQueues } from './queue.js';
-import { type ChainHead, insertAfter, readHead } from './rows.js';
+import { type ChainHead, insertAfter, readHead } from './records.js';
 
 /**
  * The single-node audit writer: the chain head of each mesh is cached in this node's memory after the

@@ -3,7 +3,7 @@ import { inTransaction } from '../db/pool.js';
 import type { Logger } from '../log.js';
 import type { AuditEntry, AuditLog } from './audit.js';
 import { type AuditCounters, AuditQueues } from './queue.js';
-import { insertAfter, readHead } from './rows.js';
+import { insertAfter, readHead } from './records.js';
 
 /**
  * Appends a batch to a mesh's chain under a transaction-scoped advisory lock on the mesh's chain, reading

@@ -17,7 +17,7 @@
 import { ProtocolError } from '../../protocol/errors.js';
 import type { Pool, PoolClient } from '../db/pool.js';
 import type { Outcome } from './group-commit.js';
-import { type AcceptedMessage, type MessageRow, type NewMessage, type Sender, toFrame } from './rows.js';
+import { type AcceptedMessage, type MessageRow, type NewMessage, type Sender, toFrame } from './records.js';
 
 export interface AcceptRequest {
   sender: Sender;

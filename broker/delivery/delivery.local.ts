@@ -1,6 +1,6 @@
 import type { ConnectionRegistry } from '../connections/registry.js';
 import { type Delivery, wakeSessions } from './delivery.js';
-import type { AcceptedMessage } from './rows.js';
+import type { AcceptedMessage } from './records.js';
 
 /**
  * This node's sessions only. The gap on 2+ nodes: a recipient connected to another node gets nothing

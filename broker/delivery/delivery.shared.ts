@@ -2,7 +2,7 @@ import type { Bus, Unsubscribe } from '../bus/bus.js';
 import type { ConnectionRegistry } from '../connections/registry.js';
 import type { Logger } from '../log.js';
 import { type Delivery, wakeAll, wakeSessions } from './delivery.js';
-import type { AcceptedMessage } from './rows.js';
+import type { AcceptedMessage } from './records.js';
 import type { MessageStore } from './store.js';
 
 export interface SharedDeliveryOptions {

@@ -14,7 +14,7 @@
  */
 import type { ConnectionRegistry } from '../connections/registry.js';
 import type { Lifecycle } from '../rows/lifecycle.js';
-import type { AcceptedMessage } from './rows.js';
+import type { AcceptedMessage } from './records.js';
 
 export interface Delivery extends Lifecycle {
   dispatch(meshId: string, accepted: AcceptedMessage): void;

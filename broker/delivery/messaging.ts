@@ -6,8 +6,8 @@ import { ProtocolError } from '../../protocol/errors.js';
 import { ackFrame, sendFrame } from '../../protocol/requests.js';
 import type { FrameRoutes } from '../../protocol/routes.js';
 import type { AuditLog } from '../audit/audit.js';
-import type { RateLimits } from '../limits/rate-limits.js';
 import type { BrokerMetrics } from '../metrics.js';
+import type { RateLimits } from '../rate-limits/rate-limits.js';
 import type { Delivery } from './delivery.js';
 import type { MessageStore } from './store.js';
 

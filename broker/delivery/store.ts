@@ -19,9 +19,9 @@ import {
   type NewMessage,
   type Sender,
   toFrame,
-} from './rows.js';
+} from './records.js';
 
-export type { AcceptedMessage, NewMessage, Sender } from './rows.js';
+export type { AcceptedMessage, NewMessage, Sender } from './records.js';
 
 export interface MessageStoreOptions extends AcceptPolicy {
   /** Requests one transaction writes at most. */

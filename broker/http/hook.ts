@@ -2,9 +2,9 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { ProtocolError } from '../../protocol/errors.js';
 import { parseWith, storableText, uuid } from '../../protocol/parse.js';
-import type { RateLimits } from '../limits/rate-limits.js';
 import type { BrokerMetrics } from '../metrics.js';
 import type { Presence } from '../presence/presence.js';
+import type { RateLimits } from '../rate-limits/rate-limits.js';
 
 const body = z.object({
   sessionId: uuid,

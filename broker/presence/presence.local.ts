@@ -1,7 +1,7 @@
 import type { SessionIdentity } from '../connections/connection.js';
 import type { Pool } from '../db/pool.js';
-import type { NonceGuard } from '../hello/nonces.js';
 import type { Logger } from '../log.js';
+import type { NonceGuard } from './nonces.js';
 import type { Presence, PresenceEntry, PresenceEvents } from './presence.js';
 import type { SessionBindings } from './session-bindings.js';
 

@@ -3,9 +3,9 @@ import type { Bus, Unsubscribe } from '../bus/bus.js';
 import type { SessionIdentity } from '../connections/connection.js';
 import { inTransaction, type Pool } from '../db/pool.js';
 import { HelloRejected } from '../hello/admission.js';
-import type { NonceGuard } from '../hello/nonces.js';
 import type { Logger } from '../log.js';
 import { type ListReads, primaryReads } from '../regions/regions.js';
+import type { NonceGuard } from './nonces.js';
 import type { Presence, PresenceEntry, PresenceEvents, PresenceFrame } from './presence.js';
 import type { SessionBindings } from './session-bindings.js';
 

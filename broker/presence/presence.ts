@@ -13,7 +13,7 @@
  *   (member revoked: a revoked member is not listed as present, not even as disconnected).
  * - Events go to the `PresenceEvents` handler the node registered; it fans them out to sockets.
  * - `claimNonce` is true the first time a nonce is seen within the window in which its hello's timestamp
- *   is acceptable (twice the allowed skew), false for every later attempt (see hello/nonces.ts).
+ *   is acceptable (twice the allowed skew), false for every later attempt (see presence/nonces.ts).
  * - `bindSession` binds a session id to the member of its first accepted hello, for far longer than the
  *   presence row lives (session-bindings.ts): another member's hello with the id is refused, whether the
  *   session is connected, in its grace period or long gone, on any node and across flips.

@@ -2,11 +2,12 @@
  * Row "presence / sessions" (flag `ha.presence`, docs/presence.md): who is online, the join and leave
  * events, and the hello nonces already used.
  */
-import { LocalNonceGuard } from '../hello/nonces.local.js';
-import { SharedNonceGuard } from '../hello/nonces.shared.js';
+
 import type { WithRegions } from '../regions/regions.js';
 import type { RowContext } from '../rows/context.js';
 import { defineRow } from '../rows/row.js';
+import { LocalNonceGuard } from './nonces.local.js';
+import { SharedNonceGuard } from './nonces.shared.js';
 import type { Presence } from './presence.js';
 import { LocalPresence } from './presence.local.js';
 import { SharedPresence } from './presence.shared.js';

@@ -3,9 +3,9 @@ import { ProtocolError } from '../../protocol/errors.js';
 import type { AuditLog } from '../audit/audit.js';
 import type { Delivery } from '../delivery/delivery.js';
 import type { AcceptedMessage, MessageStore, NewMessage, Sender } from '../delivery/store.js';
-import type { RateLimits } from '../limits/rate-limits.js';
 import type { Logger } from '../log.js';
 import type { BrokerMetrics } from '../metrics.js';
+import type { RateLimits } from '../rate-limits/rate-limits.js';
 import type { FireOccurrence } from './scheduler.js';
 import type { Schedule } from './store.js';
 

@@ -4,7 +4,7 @@
  */
 import type { AuditLog } from '../audit/audit.js';
 import type { Delivery } from '../delivery/delivery.js';
-import type { RateLimits } from '../limits/rate-limits.js';
+import type { RateLimits } from '../rate-limits/rate-limits.js';
 import type { WithRegions } from '../regions/regions.js';
 import type { RowContext } from '../rows/context.js';
 import { defineRow } from '../rows/row.js';

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Delivery } from '../delivery/delivery.js';
 import type { MessageStore } from '../delivery/store.js';
-import type { RateLimits } from '../limits/rate-limits.js';
 import type { BrokerMetrics } from '../metrics.js';
+import type { RateLimits } from '../rate-limits/rate-limits.js';
 import { notificationBody } from './notification.js';
 import type { NotifyWatch } from './runner.js';
 

@@ -3,7 +3,7 @@
  * local, it runs only where the active lease allows it.
  */
 import type { Delivery } from '../delivery/delivery.js';
-import type { RateLimits } from '../limits/rate-limits.js';
+import type { RateLimits } from '../rate-limits/rate-limits.js';
 import type { WithRegions } from '../regions/regions.js';
 import type { RowContext } from '../rows/context.js';
 import { defineRow } from '../rows/row.js';

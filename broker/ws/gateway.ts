@@ -9,6 +9,7 @@ import { CloseCode, type ErrorCode, ProtocolError } from '../../protocol/errors.
 import type { ErrorFrame, ReplyFrame, Welcome } from '../../protocol/frames.js';
 import { parseJsonObject, parseWith, ridOf } from '../../protocol/parse.js';
 import { helloFrame } from '../../protocol/requests.js';
+import type { ConnectionCap } from '../connection-cap/connection-cap.js';
 import type { SessionIdentity } from '../connections/connection.js';
 import { Connection } from '../connections/connection.js';
 import type { ConnectionRegistry } from '../connections/registry.js';
@@ -16,7 +17,6 @@ import { isDatabaseUnreachable } from '../db/errors.js';
 import type { SessionFeed } from '../delivery/feed.js';
 import type { HelloAdmission } from '../hello/admission.js';
 import { HelloRejected } from '../hello/admission.js';
-import type { ConnectionCap } from '../limits/connection-cap.js';
 import type { Logger } from '../log.js';
 import type { BrokerMetrics } from '../metrics.js';
 import type { Presence } from '../presence/presence.js';

@@ -1,5 +1,5 @@
 /**
- * Contract of `ConnectionCap` (broker/limits/connection-cap.ts), against LocalConnectionCap (one node,
+ * Contract of `ConnectionCap` (broker/connection-cap/connection-cap.ts), against LocalConnectionCap (one node,
  * `ha.connection-cap` off) and SharedConnectionCap (two nodes, on): `admit` once per accepted hello, up to
  * the cap per mesh (4408 beyond it); a replacing connection of an admitted session is admitted again
  * without counting twice; `release` when the session's socket closes gives its place back; and the cap

@@ -1,5 +1,5 @@
 /**
- * Contract of `RateLimits` (broker/limits/rate-limits.ts), against LocalRateLimits (one node,
+ * Contract of `RateLimits` (broker/rate-limits/rate-limits.ts), against LocalRateLimits (one node,
  * `ha.rate-limits` off) and SharedRateLimits (two nodes, on): `consume` takes a point from every window of
  * the kind's policy for the key, and is allowed only while every window still had one: `send` per member
  * (burst, then the per-minute rate: `rate_limited` with when to retry), `hook` per session (429 with

@@ -16,7 +16,7 @@ import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
 
-/** Burst 2, then 20 a minute: the burst window is 6 s (broker/limits/rate-limits.ts). */
+/** Burst 2, then 20 a minute: the burst window is 6 s (broker/rate-limits/rate-limits.ts). */
 const SEND_BURST = 2;
 const MAX_BODY_BYTES = 32 * 1024;
 

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPool, type Pool } from '../../broker/db/pool.js';
 import { type AcceptRequest, acceptBatch } from '../../broker/delivery/accept.js';
 import type { Outcome } from '../../broker/delivery/group-commit.js';
-import type { AcceptedMessage, Sender } from '../../broker/delivery/rows.js';
+import type { AcceptedMessage, Sender } from '../../broker/delivery/records.js';
 import { ProtocolError } from '../../protocol/errors.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
