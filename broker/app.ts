@@ -12,6 +12,7 @@ import type { BrokerConfig } from './config.js';
 import { ConnectionRegistry } from './connections/registry.js';
 import { Retention } from './delivery/retention.js';
 import { MessageStore } from './delivery/store.js';
+import { flagChangeLedger } from './flag-changes.js';
 import { createFlagProvider } from './flag-provider.js';
 import { FlagRuntime } from './flag-runtime.js';
 import { Directory } from './identity/directory.js';
@@ -188,7 +189,7 @@ async function assembleNode(
       // cluster-wide). What a node reads when it starts is not a change (it may be a stray copy).
       if (snapshot.source !== 'file' || initial) return;
       for (const { flag, value } of changed) {
-        recordFlagChange(pool, {
+        recordFlagChange(flagChangeLedger(pool), {
           environment: config.flagsEnv,
           flag,
           value,

@@ -326,7 +326,7 @@ export function loadConfig(env: Env = process.env): BrokerConfig {
     watchMaxPerMesh: int(env, 'WATCH_MAX_PER_MESH', 200, 1, 1_000_000),
     flagsEnv,
     flagsProvider,
-    flagsDir: str(env, 'FLAGS_DIR', defaultFlagsDir()),
+    flagsDir: str(env, 'FLAGS_DIR', defaultFlagsDir(packageRoot())),
     flagsPollMs: int(env, 'FLAGS_POLL_MS', 5000, 100, 3_600_000),
     unleashUrl,
     unleashToken: env.UNLEASH_API_TOKEN || undefined,

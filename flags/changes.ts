@@ -1,14 +1,39 @@
 /**
  * Recording flag changes: one audit event per change, whoever notices it first (the CLI that made it,
  * or the first node that reads a hand-edited file). The change and its event commit together.
+ *
+ * The database and the audit chain are handed in as a `FlagChangeLedger` (broker/flag-changes.ts makes
+ * one of a pool), so flags/ depends on nothing of broker/.
  */
-import { appendInTransaction } from '../broker/audit/audit.shared.js';
-import { inTransaction, type Pool, type PoolClient } from '../broker/db/pool.js';
 import type { FlagsAccess } from './access.js';
 import { FLAGS, type FlagKey } from './registry.js';
 
 /** Flag changes are cluster-wide, not a mesh's: they go on their own chain, under this id. */
 export const CLUSTER_CHAIN_ID = '00000000-0000-0000-0000-000000000000';
+
+/** The statements a record runs inside its transaction (the shape of pg's client). */
+export interface FlagSql {
+  query<Row extends object>(text: string, values?: unknown[]): Promise<{ rows: Row[] }>;
+}
+
+/** The audit event of one change, on the cluster chain. */
+export interface FlagChangedEvent {
+  meshId: typeof CLUSTER_CHAIN_ID;
+  eventType: 'flag.changed';
+  actor: string;
+  payload: { environment: string; flag: FlagKey; from: boolean; to: boolean };
+}
+
+/**
+ * Where flag changes are recorded: the database holding `flag_states`, and the audit chain's append inside
+ * the same transaction (serialized with every other append to the chain, so it never forks).
+ */
+export interface FlagChangeLedger<Tx extends FlagSql = FlagSql> {
+  /** Runs `work` in one transaction: committed when it returns, rolled back when it throws. */
+  inTransaction<T>(work: (tx: Tx) => Promise<T>): Promise<T>;
+  /** Appends `event` to the cluster chain inside `tx`. */
+  appendAudit(tx: Tx, event: FlagChangedEvent): Promise<void>;
+}
 
 export interface FlagChange {
   environment: string;
@@ -29,12 +54,12 @@ export interface FlagChange {
  * sees the new value meanwhile waits for the lock and then finds nothing left to record, and a failed
  * write records nothing.
  */
-export async function recordFlagChange(
-  pool: Pool,
+export async function recordFlagChange<Tx extends FlagSql>(
+  ledger: FlagChangeLedger<Tx>,
   change: FlagChange,
   apply: () => Promise<void> = async () => {},
 ): Promise<{ changed: boolean; from: boolean }> {
-  return inTransaction(pool, async (client) => {
+  return ledger.inTransaction(async (client) => {
     // An advisory lock, not FOR UPDATE: it also serializes the very first record of a flag (no row yet).
     await client.query("SELECT pg_advisory_xact_lock(hashtextextended('flag:' || $1 || ':' || $2, 0))", [
       change.environment,
@@ -51,19 +76,17 @@ export async function recordFlagChange(
       return { changed: false, from };
     }
     await insertState(client, change);
-    await appendInTransaction(client, CLUSTER_CHAIN_ID, [
-      {
-        meshId: CLUSTER_CHAIN_ID,
-        eventType: 'flag.changed',
-        actor: change.actor,
-        payload: { environment: change.environment, flag: change.flag, from, to: change.value },
-      },
-    ]);
+    await ledger.appendAudit(client, {
+      meshId: CLUSTER_CHAIN_ID,
+      eventType: 'flag.changed',
+      actor: change.actor,
+      payload: { environment: change.environment, flag: change.flag, from, to: change.value },
+    });
     return { changed: true, from };
   });
 }
 
-async function insertState(client: PoolClient, change: FlagChange): Promise<void> {
+async function insertState(client: FlagSql, change: FlagChange): Promise<void> {
   await client.query(
     `INSERT INTO flag_states (environment, flag, value, changed_by) VALUES ($1, $2, $3, $4)
      ON CONFLICT (environment, flag) DO UPDATE SET value = excluded.value, changed_by = excluded.changed_by, changed_at = now()`,
@@ -77,13 +100,13 @@ async function insertState(client: PoolClient, change: FlagChange): Promise<void
  * audited once. A write the provider does not show afterwards throws before the commit: no audit entry
  * for a change that did not happen.
  */
-export async function changeFlag(
-  pool: Pool,
+export async function changeFlag<Tx extends FlagSql>(
+  ledger: FlagChangeLedger<Tx>,
   provider: FlagsAccess,
   change: Omit<FlagChange, 'previous'>,
 ): Promise<{ changed: boolean; from: boolean }> {
   const previous = (await provider.read())[change.flag];
-  return recordFlagChange(pool, { ...change, previous }, async () => {
+  return recordFlagChange(ledger, { ...change, previous }, async () => {
     await provider.write(change.flag, change.value);
     const readBack = (await provider.read())[change.flag];
     if (readBack !== change.value) throw new FlagReadBackError(change, readBack, provider.describe);

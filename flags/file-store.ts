@@ -1,12 +1,14 @@
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { packageRoot } from '../broker/paths.js';
 import { parseFlagsDocument, renderFlagsDocument } from './document.js';
 import type { FlagValues } from './registry.js';
 
-/** The folder of the per-environment flags files shipped with the project. */
-export function defaultFlagsDir(): string {
-  return join(packageRoot(), 'flags', 'environments');
+/**
+ * The folder of the per-environment flags files shipped with the project, under its package root. The
+ * root is handed in (broker/paths.ts finds it) so that flags/ depends on nothing of broker/.
+ */
+export function defaultFlagsDir(packageRoot: string): string {
+  return join(packageRoot, 'flags', 'environments');
 }
 
 export function flagsFile(dir: string, environment: string): string {

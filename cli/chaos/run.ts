@@ -9,9 +9,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createPool, type Pool } from '../../broker/db/pool.js';
+import { flagChangeLedger } from '../../broker/flag-changes.js';
+import { pushRefreshOnce } from '../../broker/flag-refresh.js';
 import { fileFlagsAccess } from '../../flags/access.js';
 import { changeFlag } from '../../flags/changes.js';
-import { pushRefreshOnce } from '../../flags/refresh-bus.js';
 import { type FlagKey, isFlagKey } from '../../flags/registry.js';
 import { FAST_CLUSTER } from '../cluster/fast-timings.js';
 import { type ClusterFile, down, startNode, stopNode, up } from '../cluster/local.js';
@@ -263,7 +264,7 @@ function faultTargets(
     // then "refresh now" pushed to the nodes (their poll is the backstop).
     setFlag: async (flag, on) => {
       if (!isFlagKey(flag)) throw new Error(`unknown flag ${flag}`);
-      await changeFlag(pool, flags, {
+      await changeFlag(flagChangeLedger(pool), flags, {
         environment: cluster.flagsEnv,
         flag: flag as FlagKey,
         value: on,

@@ -9,6 +9,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { createPool, type Pool } from '../../broker/db/pool.js';
+import { flagChangeLedger } from '../../broker/flag-changes.js';
 import { packageRoot } from '../../broker/paths.js';
 import { parseRedisClusterNodes, type RedisClusterNode } from '../../broker/redis/cluster-nodes.js';
 import { type FlagsAccess, fileFlagsAccess, unleashFlagsAccess } from '../../flags/access.js';
@@ -90,7 +91,8 @@ type Values = Parsed<typeof OPTIONS>['values'];
 async function providerFor(values: Values, environment: string, fallbackKind = 'file'): Promise<FlagsAccess> {
   const kind = values.provider ?? process.env.FLAGS_PROVIDER ?? fallbackKind;
   if (kind === 'file') {
-    const dir = values['flags-dir'] ?? process.env.FLAGS_DIR ?? clusterFlagsDir() ?? defaultFlagsDir();
+    const dir =
+      values['flags-dir'] ?? process.env.FLAGS_DIR ?? clusterFlagsDir() ?? defaultFlagsDir(packageRoot());
     if (!existsSync(flagsFile(dir, environment))) {
       // A wrong --env, most likely: say which environments there are (the message's module loads only here).
       const { knownEnvironmentsLine } = await import('../environments/environment.js');
@@ -194,7 +196,7 @@ async function pushRefresh(
   environment: string,
   reason: object,
 ): Promise<number | undefined> {
-  const { pushRefreshOnce } = await import('../../flags/refresh-bus.js');
+  const { pushRefreshOnce } = await import('../../broker/flag-refresh.js');
   const { otherRedisUrls = [], ...first } = push;
   const counts = await Promise.all([
     pushRefreshOnce(first, environment, reason),
@@ -234,7 +236,12 @@ async function set(values: Values, environment: string, args: string[]): Promise
   });
   try {
     const actor = actorOf(values);
-    const { changed, from } = await changeFlag(pool, provider, { environment, flag: key, value: on, actor });
+    const { changed, from } = await changeFlag(flagChangeLedger(pool), provider, {
+      environment,
+      flag: key,
+      value: on,
+      actor,
+    });
     const nodes = push ? await pushRefresh(push, environment, { flag: key, value: on }) : undefined;
     const pushed = pushedLine(push, nodes, environment);
     console.log(
@@ -300,7 +307,12 @@ async function seed(values: Values, environment: string, args: string[]): Promis
     let changes = 0;
     for (const flag of FLAG_KEYS) {
       const value = preset.values[flag];
-      const { changed, from } = await changeFlag(pool, provider, { environment, flag, value, actor });
+      const { changed, from } = await changeFlag(flagChangeLedger(pool), provider, {
+        environment,
+        flag,
+        value,
+        actor,
+      });
       if (changed) changes += 1;
       const show = (on: boolean) => (on ? 'on' : 'off');
       console.log(changed ? `${flag}: ${show(from)} → ${show(value)}` : `${flag}: ${show(value)} (already)`);

@@ -5,6 +5,8 @@
  * one). The request is checked first: a bad one changes nothing.
  */
 import type { Pool } from '../../broker/db/pool.js';
+import { flagChangeLedger } from '../../broker/flag-changes.js';
+import { refreshPublisher } from '../../broker/flag-refresh.js';
 import type { RedisClient } from '../../broker/redis/clients.js';
 import type { FlagsAccess } from '../../flags/access.js';
 import { changeFlag } from '../../flags/changes.js';
@@ -56,7 +58,7 @@ export async function flipFlag(
   actor: string,
 ): Promise<FlipOutcome> {
   const { flag, value } = request;
-  const { changed, from: previous } = await changeFlag(deps.pool, deps.flags, {
+  const { changed, from: previous } = await changeFlag(flagChangeLedger(deps.pool), deps.flags, {
     environment: deps.environment,
     flag,
     value,
@@ -64,7 +66,10 @@ export async function flipFlag(
   });
   let pushedTo: number | undefined;
   try {
-    pushedTo = await publishRefresh(deps.redis, deps.redisKeyPrefix, deps.environment, { flag, value });
+    pushedTo = await publishRefresh(refreshPublisher(deps.redis), deps.redisKeyPrefix, deps.environment, {
+      flag,
+      value,
+    });
   } catch {
     // the nodes' own poll of the file is the backstop
   }

@@ -9,9 +9,10 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { appendSerialized } from '../../broker/audit/audit.shared.js';
 import { createPool, type Pool } from '../../broker/db/pool.js';
+import { flagChangeLedger } from '../../broker/flag-changes.js';
+import { pushRefreshOnce } from '../../broker/flag-refresh.js';
 import { packageRoot } from '../../broker/paths.js';
 import { CLUSTER_CHAIN_ID, changeFlag } from '../../flags/changes.js';
-import { pushRefreshOnce } from '../../flags/refresh-bus.js';
 import { FLAG_KEYS, type FlagValues, phasePreset } from '../../flags/registry.js';
 import { type Environment, NODE_TIMEOUT_MS } from '../environments/environment.js';
 import { type CheckResult, type Expectations, runSmoke } from '../smoke/run.js';
@@ -92,7 +93,7 @@ async function applyPreset(
   const current = await environment.flags.read();
   for (const flag of FLAG_KEYS) {
     if (current[flag] === values[flag]) continue;
-    await changeFlag(pool, environment.flags, {
+    await changeFlag(flagChangeLedger(pool), environment.flags, {
       environment: environment.name,
       flag,
       value: values[flag],

@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runMigrations } from '../../broker/db/migrate.js';
 import { createPool } from '../../broker/db/pool.js';
 import { acceptBatch } from '../../broker/delivery/accept.js';
+import { flagChangeLedger } from '../../broker/flag-changes.js';
 import { packageRoot } from '../../broker/paths.js';
 import { recordFlagChange } from '../../flags/changes.js';
 import { runWorkbench } from '../helpers/cli.js';
@@ -188,7 +189,12 @@ describe('the compose stack database roles (postgres-init/10-roles.sh)', () => {
   it("Grafana's role runs the dashboard's annotation queries and sees flag changes and promotions", async () => {
     const pool = createPool(brokerUrl);
     try {
-      await recordFlagChange(pool, { environment: 'compose', flag: 'ha.clock', value: true, actor: 'alice' });
+      await recordFlagChange(flagChangeLedger(pool), {
+        environment: 'compose',
+        flag: 'ha.clock',
+        value: true,
+        actor: 'alice',
+      });
       // The statement cli/promotion/promote.ts records a promotion with.
       await pool.query(
         'INSERT INTO promotions (environment, from_phase, to_phase, status, failed_check, actor) VALUES ($1, $2, $3, $4, $5, $6)',
