@@ -2,7 +2,6 @@ import type { Socket } from 'node:net';
 import type { WebSocket } from 'ws';
 import type { DurableFrame } from '../../protocol/frames.js';
 import type { SessionIdentity } from '../../protocol/routes.js';
-import type { FeedSocket, SessionFeed } from '../delivery/feed.js';
 import type { Logger } from '../log.js';
 
 /** Who a socket is (`SessionIdentity`) and what it is owed (`DurableFrame`) are the protocol's types. */
@@ -33,15 +32,31 @@ const DRAIN_RECHECK_MS = 100;
 let nextConnectionId = 1;
 
 /**
- * One WebSocket of this node. Owns the socket's outbound side: framing and backpressure. Durable frames
- * reach it only through its session's feed (delivery/feed.ts), which keeps their order.
+ * The session's ordered feed as its connection carries it: the gateway starts and closes it, delivery wakes
+ * it (delivery/feed.ts's SessionFeed is the one implementation). Declared here, on the floor below the rows,
+ * so that a connection does not import the row that writes to it.
  */
-export class Connection implements FeedSocket {
+export interface ConnectionFeed {
+  start(): Promise<void>;
+  /** Something may be owed; `hint` is the item the waker knows about, if any. */
+  wake(hint?: { seq: number; frame: DurableFrame }, path?: 'local' | 'remote'): void;
+  /** The member's last seq in Postgres is past what this feed has dealt with. */
+  behind(lastSeq: number): boolean;
+  close(): void;
+}
+
+/**
+ * One WebSocket of this node. Owns the socket's outbound side: framing and backpressure. Durable frames
+ * reach it only through its session's feed (delivery/feed.ts), which keeps their order. It is the feed's
+ * `FeedSocket` by shape (isOpen, congested, whenDrained, writeDurable), checked where node/sessions.ts
+ * opens a SessionFeed on it: naming the interface here would import delivery/ from below.
+ */
+export class Connection {
   readonly id = nextConnectionId++;
   readonly openedAt = Date.now();
   identity: SessionIdentity | undefined;
   /** The session's ordered feed, set when its hello is accepted (before delivery can see the socket). */
-  feed: SessionFeed | undefined;
+  feed: ConnectionFeed | undefined;
   /** Set once the node has started the session's work (see Gateway); undone when the socket goes. */
   welcomed = false;
   /** Cleared when a ping goes out, set by the pong: a socket still false at the next ping is dead. */

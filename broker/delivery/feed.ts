@@ -15,7 +15,8 @@
  * next wake-up of the member, or the periodic check), never order; the first read of a session is its
  * backlog replay.
  */
-import type { DurableFrame } from '../connections/connection.js';
+import type { DurableFrame } from '../../protocol/frames.js';
+import type { ConnectionFeed } from '../connections/connection.js';
 import type { Logger } from '../log.js';
 
 export interface FeedItem {
@@ -51,7 +52,7 @@ const MAX_HINTS = 1000;
 /** A failed read is tried again after this. */
 const RETRY_MS = 1000;
 
-export class SessionFeed {
+export class SessionFeed implements ConnectionFeed {
   private cursor = 0;
   private started = false;
   private reading: Promise<void> | undefined;

@@ -6,6 +6,8 @@ import {
   assertCallable,
   callResultFrame,
   type McpCall,
+  type McpListPage,
+  type McpPageRequest,
   type McpRegistry,
   type McpResult,
   type McpServerEntry,
@@ -15,7 +17,7 @@ import {
   type RevokedAmong,
   STOPPED_ROUTING,
 } from './mcp.js';
-import { assertListable, byName, fillPage, type McpListPage, type McpPageRequest } from './page.js';
+import { assertListable, byName, fillPage } from './page.js';
 
 interface PendingCall {
   callerSession: string;

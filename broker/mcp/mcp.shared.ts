@@ -11,6 +11,8 @@ import {
   assertCallable,
   callResultFrame,
   type McpCall,
+  type McpListPage,
+  type McpPageRequest,
   type McpRegistry,
   type McpResult,
   type McpServerEntry,
@@ -19,7 +21,7 @@ import {
   outcomeOf,
   STOPPED_ROUTING,
 } from './mcp.js';
-import { assertListable, fillPage, type McpListPage, type McpPageRequest } from './page.js';
+import { assertListable, fillPage } from './page.js';
 
 /** A call waiting on this (the caller's) node for its result. */
 interface WaitingCall {

@@ -18,13 +18,27 @@ import { ProtocolError } from '../../protocol/errors.js';
 import type { McpCallResult, McpServer, McpTool } from '../../protocol/frames.js';
 import type { SessionIdentity } from '../connections/connection.js';
 import type { Lifecycle } from '../rows/lifecycle.js';
-import type { McpListPage, McpPageRequest } from './page.js';
 
 export type { McpTool };
 
 /** A server as `mcp.list_result` lists it, with the session hosting it. */
 export interface McpServerEntry extends McpServer {
   hostSession: string;
+}
+
+/** One `mcp.list` request, as page.ts reads it from the frame. */
+export interface McpPageRequest {
+  /** List servers whose name comes after this one (the previous page's `next`). */
+  after: string | undefined;
+  /** At most this many servers (≤ MCP_LIST_MAX_SERVERS). */
+  limit: number;
+}
+
+/** One page of `mcp.list`, bounded by page.ts's `fillPage`. */
+export interface McpListPage {
+  servers: McpServer[];
+  /** The cursor of the next page; absent on the last page. */
+  next?: string;
 }
 
 export interface McpCall {

@@ -9,7 +9,8 @@ import { ProtocolError } from '../../protocol/errors.js';
 import type { McpServer } from '../../protocol/frames.js';
 import { MCP_LIST_MAX_SERVERS } from '../../protocol/requests.js';
 import { BytePage, entryBytes } from '../paging.js';
-import type { McpServerEntry } from './mcp.js';
+// The page's request and result are the registry contract's (mcp.ts), which this file builds.
+import type { McpListPage, McpPageRequest, McpServerEntry } from './mcp.js';
 
 /**
  * The largest entry a server may have as listed: a registration above it is `too_large`. It fits an empty
@@ -17,19 +18,6 @@ import type { McpServerEntry } from './mcp.js';
  * registration frame is at most MAX_FRAME_BYTES (64 KiB by default), so at the default this rarely binds.
  */
 export const MCP_SERVER_MAX_BYTES = 60 * 1024;
-
-export interface McpPageRequest {
-  /** List servers whose name comes after this one (the previous page's `next`). */
-  after: string | undefined;
-  /** At most this many servers (≤ MCP_LIST_MAX_SERVERS). */
-  limit: number;
-}
-
-export interface McpListPage {
-  servers: McpServer[];
-  /** The cursor of the next page; absent on the last page. */
-  next?: string;
-}
 
 /** The order of pages: plain code-unit order of names (ASCII by the name rule), the same in SQL ("C"). */
 export function byName(a: { server: string }, b: { server: string }): number {
