@@ -3,10 +3,16 @@
  * payload type of each kind is written once, here, and both the publisher and the handlers are checked
  * against it. Payloads are hints (docs/design.md §2): nothing a node must not lose rides only on the bus.
  */
-import type { ClockTickFrame } from '../clock/clock.js';
-import type { DurableFrame } from '../connections/connection.js';
-import type { PresenceFrame } from '../presence/presence.js';
-import type { StreamDataFrame } from '../streams/streams.js';
+// The frames carried are the protocol's own types (the rows alias them: ClockTickFrame, PresenceFrame,
+// StreamDataFrame): the bus sits below the rows and names none of them.
+import type {
+  ClockTick,
+  DurableFrame,
+  PeerJoined,
+  PeerLeft,
+  PeerStatus,
+  StreamData,
+} from '../../protocol/frames.js';
 
 /** An MCP call on its way to the node holding the host's socket. */
 export interface McpInvoke {
@@ -25,15 +31,15 @@ export interface BusPayloads {
    */
   'delivery.wake': { frame: DurableFrame; seqs: Array<[number, number]>; publishedAt: number };
   /** Mesh: a presence event for the receiving node's sockets of the mesh. */
-  'presence.event': PresenceFrame;
+  'presence.event': PeerJoined | PeerLeft | PeerStatus;
   /** Node: close the receiving node's socket of a session that connected again elsewhere. */
   'presence.kick': { sessionId: string };
   /** Mesh: a tick of the mesh clock for the receiving node's sockets. */
-  'clock.tick': ClockTickFrame;
+  'clock.tick': ClockTick;
   /** Mesh: a member was revoked; the receiving node closes its sessions. */
   'member.revoked': { memberId: number };
   /** Mesh: a stream publish for the receiving node's subscribers (publishedAt: fan-out latency). */
-  'stream.data': StreamDataFrame & { publishedAt: number };
+  'stream.data': StreamData & { publishedAt: number };
   /** Node: an MCP call for a host session on the receiving node. */
   'mcp.invoke': McpInvoke;
   /** Node: the answer to an MCP call the receiving node is waiting for. */

@@ -14,7 +14,6 @@ import { CloseCode } from '../../protocol/errors.js';
 import type { HelloFrame } from '../../protocol/requests.js';
 import type { SessionIdentity } from '../connections/connection.js';
 import type { Directory } from '../identity/directory.js';
-import type { Presence } from '../presence/presence.js';
 import { helloSignatureValid } from './signature.js';
 
 export class HelloRejected extends Error {
@@ -28,10 +27,21 @@ export class HelloRejected extends Error {
   }
 }
 
+/**
+ * What admission asks of the presence row, which is also the nonce guard (presence and replay protection
+ * are one row; their contract is presence/presence.ts's `Presence`, which has these two). Declared here
+ * because hello/ sits on the floor below the rows and imports none of them.
+ */
+export interface HelloGuards {
+  /** True the first time the nonce is seen within the window its timestamp is acceptable in. */
+  claimNonce(nonce: string): Promise<boolean>;
+  /** Binds `sessionId` to `memberId` (or confirms it); false when it belongs to another member. */
+  bindSession(sessionId: string, memberId: number): Promise<boolean>;
+}
+
 export interface AdmissionOptions {
   directory: Directory;
-  /** Also the nonce guard (presence and replay protection are one row). */
-  presence: Presence;
+  presence: HelloGuards;
   skewMs: number;
 }
 

@@ -1,17 +1,7 @@
-import type { Lifecycle } from '../rows/lifecycle.js';
+import type { BackgroundGate } from '../rows/background-gate.js';
 
-/**
- * Whether this node may run the cluster's background work (schedule timers and polls, watch polling):
- * docs/design.md §2, row "background work on a warm standby".
- *
- * Contract: `isActive` answers now, from local knowledge only; `onChange` hears every change of answer.
- * The local gate always says yes (every node runs its background work: the warm-standby gap); the shared
- * one (flag `ha.active-lease`) says yes only on the node holding the cluster's active lease.
- */
-export interface BackgroundGate extends Lifecycle {
-  isActive(): boolean;
-  onChange(listener: (active: boolean) => void): void;
-}
+/** The gate's contract is the row framework's (rows/background-gate.ts): the reconciler asks it. */
+export type { BackgroundGate };
 
 /** Every node runs its own background work, as the single-node broker did. */
 export class AlwaysActive implements BackgroundGate {

@@ -13,9 +13,9 @@
  */
 import { EventEmitter } from 'node:events';
 import type { FlagKey, FlagValues } from '../../flags/registry.js';
-import type { BackgroundGate } from '../lease/background-gate.js';
 import type { Logger } from '../log.js';
 import type { BrokerMetrics } from '../metrics.js';
+import type { BackgroundGate } from './background-gate.js';
 import type { Implementation } from './lifecycle.js';
 import type { BuiltRow, ManagedRow } from './row.js';
 

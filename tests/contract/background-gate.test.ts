@@ -1,5 +1,5 @@
 /**
- * Contract of `BackgroundGate` (broker/lease/background-gate.ts), against AlwaysActive (one node,
+ * Contract of `BackgroundGate` (broker/rows/background-gate.ts), against AlwaysActive (one node,
  * `ha.active-lease` off) and ActiveLease (two nodes, on): `isActive` answers from local knowledge, and
  * `onChange` hears every change of answer; the local gate always says yes (every node runs its background
  * work: the warm-standby gap), the shared one only on the node holding the cluster's active lease.
