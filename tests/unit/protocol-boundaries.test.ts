@@ -1,8 +1,10 @@
 /**
- * The protocol boundary, read from the sources: `protocol/` is the one module that both the broker's rows
- * and the peer SDK import. It depends on nothing of the project; the SDK depends on nothing but it; the
+ * The boundaries of the house, read from the sources: `protocol/` is the one module that both the broker's
+ * rows and the peer SDK import. It depends on nothing of the project; the SDK depends on nothing but it; the
  * rows reach the router through its contract (protocol/routes.ts), never through the gateway; and the
  * SDK's browser build reaches no package but the two Node imports its build swaps, and not zod.
+ * Imports flow one way (docs/design.md §7): `flags/` imports nothing of broker/, no file imports itself
+ * through others, and inside broker/ imports run down the floors but for the listed, explained arrows.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
@@ -143,5 +145,166 @@ describe('the broker', () => {
 
   it('keeps no copy of the protocol (no broker/protocol/)', () => {
     expect(broker.filter((file) => file.startsWith('broker/protocol/'))).toEqual([]);
+  });
+});
+
+/** Every strongly connected group of more than one node in `edges` (Tarjan): the import circles. */
+function circles(edges: Map<string, Set<string>>): string[][] {
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const found: string[][] = [];
+  const visit = (node: string) => {
+    index.set(node, index.size);
+    low.set(node, index.get(node)!);
+    stack.push(node);
+    for (const next of edges.get(node) ?? []) {
+      if (!index.has(next)) {
+        visit(next);
+        low.set(node, Math.min(low.get(node)!, low.get(next)!));
+      } else if (stack.includes(next)) low.set(node, Math.min(low.get(node)!, index.get(next)!));
+    }
+    if (low.get(node) !== index.get(node)) return;
+    const group: string[] = [];
+    let member: string;
+    do {
+      member = stack.pop()!;
+      group.push(member);
+    } while (member !== node);
+    if (group.length > 1) found.push(group.sort());
+  };
+  for (const node of [...edges.keys()].sort()) if (!index.has(node)) visit(node);
+  return found;
+}
+
+/** The project files each of `files` imports (type-only and dynamic imports included). */
+function fileEdges(files: string[]): Map<string, Set<string>> {
+  const known = new Set(files);
+  return new Map(
+    files.map((file) => [
+      file,
+      new Set(
+        importsOf(file)
+          .map((imported) => imported.target)
+          .filter((target): target is string => target !== undefined && known.has(target)),
+      ),
+    ]),
+  );
+}
+
+describe('the flags module', () => {
+  it('imports from the project nothing but flags/ (the root hands it db, audit, Redis and paths)', () => {
+    expect(
+      violations(
+        sources('flags'),
+        (_file, imported) => imported.target !== undefined && topFolder(imported.target) !== 'flags',
+      ),
+    ).toEqual([]);
+  });
+});
+
+describe('imports across the house', () => {
+  it('form no file circles in broker/, flags/, protocol/, client/ or cli/, type-only imports included', () => {
+    const files = ['broker', 'flags', 'protocol', 'client', 'cli'].flatMap(sources);
+    expect(files.length).toBeGreaterThan(200);
+    expect(circles(fileEdges(files))).toEqual([]);
+  });
+});
+
+/**
+ * The floors of broker/, lowest first (docs/design.md §7): a folder (or a file of broker/'s own) imports
+ * its own floor and the ones below. Every folder and root file of broker/ is on exactly one floor, so a
+ * new one has to be placed here.
+ */
+const FLOORS: Array<{ floor: string; units: string[] }> = [
+  { floor: 'infrastructure', units: ['db', 'redis', 'bus', 'log', 'metrics', 'config', 'paths'] },
+  { floor: 'shared services', units: ['connections', 'identity', 'hello', 'membership', 'paging'] },
+  { floor: 'row framework', units: ['rows'] },
+  {
+    floor: 'rows',
+    units: [
+      'audit',
+      'clock',
+      'connection-cap',
+      'delivery',
+      'lease',
+      'mcp',
+      'presence',
+      'rate-limits',
+      'regions',
+      'schedules',
+      'streams',
+      'watches',
+    ],
+  },
+  { floor: 'inventory', units: ['modules'] },
+  { floor: 'edges', units: ['ws', 'http', 'flag-runtime', 'flag-provider', 'flag-changes', 'flag-refresh'] },
+  { floor: 'node', units: ['node'] },
+  { floor: 'composition root', units: ['app'] },
+];
+
+/**
+ * The arrows that run back up a floor, each explained in docs/design.md §7. All five are the root's hand
+ * wiring of row stores and sinks into every row's build context (rows/context.ts's RowContext and Sinks):
+ * issue 29's item 1, rows that register themselves and declare what they need, removes them; then this
+ * list shrinks and the test says so.
+ */
+const BACK_ARROWS: Record<string, string> = {
+  'rows -> delivery': 'RowContext.messages: the message store, handed to every row',
+  'rows -> presence': "Sinks.presenceEvents / presenceRelay: the presence row's event type",
+  'rows -> schedules': 'RowContext.schedules: the schedule store, handed to every row',
+  'rows -> streams': "Sinks.streams: the streams row's sink type",
+  'rows -> watches': 'RowContext.watchStore: the watch store, handed to every row',
+};
+
+/** The folder of broker/ a file is in, or the name of broker/'s own file (`broker/app.ts` → `app`). */
+const unitOf = (file: string) => file.split('/')[1]!.replace(/\.ts$/, '');
+
+describe('the floors of broker/', () => {
+  const broker = sources('broker');
+  const floorOf = new Map(FLOORS.flatMap(({ units }, level) => units.map((unit) => [unit, level] as const)));
+  /** `from -> to` for every import of one broker/ unit by another, with the files that make it. */
+  const unitArrows = new Map<string, string[]>();
+  for (const [file, targets] of fileEdges(broker)) {
+    for (const target of targets) {
+      if (unitOf(file) === unitOf(target)) continue;
+      const arrow = `${unitOf(file)} -> ${unitOf(target)}`;
+      unitArrows.set(arrow, [...(unitArrows.get(arrow) ?? []), `${file} imports ${target}`]);
+    }
+  }
+  const runsUp = (arrow: string) => {
+    const [from, to] = arrow.split(' -> ') as [string, string];
+    return floorOf.get(to)! > floorOf.get(from)!;
+  };
+
+  it('place every folder and root file of broker/ on one floor', () => {
+    const units = [...new Set(broker.map(unitOf))].sort();
+    expect(units.filter((unit) => !floorOf.has(unit))).toEqual([]);
+    expect([...floorOf.keys()].filter((unit) => !units.includes(unit))).toEqual([]);
+    expect(floorOf.size).toBe(FLOORS.flatMap(({ units }) => units).length); // no unit on two floors
+  });
+
+  it('import downwards, but for the listed arrows back up (each explained in docs/design.md §7)', () => {
+    const up = [...unitArrows.keys()].filter(runsUp).sort();
+    expect(
+      up
+        .filter((arrow) => !(arrow in BACK_ARROWS))
+        .map((arrow) => `${arrow}: ${unitArrows.get(arrow)!.join(', ')}`),
+    ).toEqual([]);
+    expect(up).toEqual(Object.keys(BACK_ARROWS).sort()); // a listed arrow that is gone is struck off the list
+    // Every listed arrow is made by the hand wiring in rows/context.ts alone.
+    for (const arrow of up) {
+      expect(unitArrows.get(arrow)!.every((line) => line.startsWith('broker/rows/context.ts '))).toBe(true);
+    }
+  });
+
+  it('close no folder loop but through a listed arrow back up', () => {
+    const folders = new Map<string, Set<string>>();
+    for (const arrow of unitArrows.keys()) {
+      if (arrow in BACK_ARROWS) continue;
+      const [from, to] = arrow.split(' -> ') as [string, string];
+      folders.set(from, (folders.get(from) ?? new Set()).add(to));
+    }
+    expect(circles(folders)).toEqual([]);
   });
 });
