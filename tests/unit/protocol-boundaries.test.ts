@@ -143,6 +143,17 @@ describe('the broker', () => {
     }
   });
 
+  it('imports from the project only broker/, flags/ and protocol/ (never cli/ or client/)', () => {
+    expect(
+      violations(
+        broker,
+        (_file, imported) =>
+          imported.target !== undefined &&
+          !['broker', 'flags', 'protocol'].includes(topFolder(imported.target)!),
+      ),
+    ).toEqual([]);
+  });
+
   it('keeps no copy of the protocol (no broker/protocol/)', () => {
     expect(broker.filter((file) => file.startsWith('broker/protocol/'))).toEqual([]);
   });
