@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import type { MeshClient } from '@mesh-broker/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PostgresPrimary, PostgresReplica } from '../../cli/cluster/pg-replica.js';
-import { LatencyProxy } from '../../cli/net/latency-proxy.js';
+import { LatencyProxy } from '../../cli/proxies/latency-proxy.js';
 import { renderFlagsDocument } from '../../flags/document.js';
 import { pushRefreshOnce } from '../../flags/refresh-bus.js';
 import { type FlagValues, phasePreset } from '../../flags/registry.js';

@@ -13,7 +13,7 @@ import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packageRoot } from '../../broker/paths.js';
 import { PostgresPrimary, PostgresReplica } from '../../cli/cluster/pg-replica.js';
-import { LatencyProxy } from '../../cli/net/latency-proxy.js';
+import { LatencyProxy } from '../../cli/proxies/latency-proxy.js';
 import { freePort } from '../../cli/ports.js';
 import { captured } from '../helpers/cli.js';
 import { running } from '../helpers/process.js';

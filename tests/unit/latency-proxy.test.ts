@@ -7,7 +7,7 @@ import {
   LatencyProxy,
   LatencyProxyOptionError,
   type LatencyProxyOptions,
-} from '../../cli/net/latency-proxy.js';
+} from '../../cli/proxies/latency-proxy.js';
 import { freePort } from '../../cli/ports.js';
 import { waitFor } from '../helpers/wait.js';
 

@@ -3,7 +3,7 @@
  * with a throw-away Postgres primary, every other region with a streaming replica of it made through the
  * link; a throw-away Redis, brokers and an HAProxy per region; the weighted entry (in region A) in front
  * of the regions' load balancers. Every connection that crosses regions goes through a LatencyProxy
- * (cli/net/latency-proxy.ts), one per (from, to, service), so a region can be cut off and restored.
+ * (cli/proxies/latency-proxy.ts), one per (from, to, service), so a region can be cut off and restored.
  *
  * It runs inside one process (the links are this process's sockets): `workbench up --phase 4` keeps it in
  * the background and talks to it over a control socket (./control.ts). Everything it starts is registered
@@ -18,8 +18,8 @@ import { performance } from 'node:perf_hooks';
 import { ensureDatabase, runMigrations } from '../../../broker/db/migrate.js';
 import { packageRoot } from '../../../broker/paths.js';
 import { ThrowawayRedis } from '../../chaos/services.js';
-import { LatencyProxy } from '../../net/latency-proxy.js';
 import { freePort } from '../../ports.js';
+import { LatencyProxy } from '../../proxies/latency-proxy.js';
 import { onExit } from '../exit-cleanup.js';
 import {
   alive,
