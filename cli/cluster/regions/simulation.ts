@@ -21,6 +21,7 @@ import { ThrowawayRedis } from '../../chaos/services.js';
 import { freePort } from '../../ports.js';
 import { LatencyProxy } from '../../proxies/latency-proxy.js';
 import { onExit } from '../exit-cleanup.js';
+import { waitHealthy } from '../health.js';
 import {
   alive,
   type BrokerBase,
@@ -36,7 +37,6 @@ import {
   startNode,
   stopNode,
   waitExited,
-  waitHealthy,
   writeCluster,
 } from '../local.js';
 import { PostgresPrimary, PostgresReplica } from '../pg-replica.js';
@@ -210,10 +210,10 @@ export class RegionSimulation {
         nodes.push({ id, url: `http://127.0.0.1:${await freePort()}`, pid: 0, region: region.name, env });
     }
     const startBroker = async (node: ClusterNode) => {
-      const child = spawnBroker(base, node.id, Number(new URL(node.url).port), node.env);
-      node.pid = child.pid!;
-      this.onCleanup(() => killQuietly(child.pid!));
-      await waitHealthy(node.url, 60_000, () => child.exitCode !== null);
+      const broker = spawnBroker(base, node.id, Number(new URL(node.url).port), node.env);
+      node.pid = broker.pid;
+      this.onCleanup(() => killQuietly(broker.pid));
+      await broker.waitHealthy(60_000);
     };
     // The first node alone first: with ha.active-lease on, it holds the lease from the start (as phase 3).
     say(`brokers: ${nodes.map((n) => n.id).join(', ')}`);
