@@ -500,10 +500,20 @@ export function clusterPids(cluster: ClusterFile): number[] {
   ];
 }
 
-async function stopProcess(pid: number, graceMs: number): Promise<void> {
+/**
+ * Stops a process of the cluster by its pid (cluster.json's; not necessarily a child of this process):
+ * SIGTERM, then SIGKILL if it still runs after `graceMs`. One that is gone already, or gone by the time
+ * the SIGKILL is sent, is no error.
+ */
+export async function stopProcess(pid: number, graceMs: number): Promise<void> {
   if (!alive(pid)) return;
   process.kill(pid, 'SIGTERM');
-  if (!(await waitExited(pid, graceMs))) process.kill(pid, 'SIGKILL');
+  if (await waitExited(pid, graceMs)) return;
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // exited meanwhile
+  }
 }
 
 /**

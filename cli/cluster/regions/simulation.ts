@@ -23,7 +23,6 @@ import { LatencyProxy } from '../../proxies/latency-proxy.js';
 import { onExit } from '../exit-cleanup.js';
 import { waitHealthy } from '../health.js';
 import {
-  alive,
   type BrokerBase,
   type ClusterFile,
   type ClusterNode,
@@ -36,7 +35,7 @@ import {
   startLoadBalancer,
   startNode,
   stopNode,
-  waitExited,
+  stopProcess,
   writeCluster,
 } from '../local.js';
 import { PostgresPrimary, PostgresReplica } from '../pg-replica.js';
@@ -432,13 +431,7 @@ export class RegionSimulation {
   stop(): Promise<void> {
     this.stopping ??= (async () => {
       const nodes = readCluster(this.options.cwd)?.nodes ?? [];
-      await Promise.all(
-        nodes.map(async (node) => {
-          if (!alive(node.pid)) return;
-          process.kill(node.pid, 'SIGTERM');
-          if (!(await waitExited(node.pid, 12_000))) killQuietly(node.pid);
-        }),
-      );
+      await Promise.all(nodes.map((node) => stopProcess(node.pid, 12_000)));
       await Promise.all(this.links.map((l) => l.proxy.close()));
       this.killEverything();
     })();
