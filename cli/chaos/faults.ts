@@ -27,7 +27,7 @@ export const FLIPPED_FLAGS = ['ha.delivery', 'ha.streams'] as const;
 
 /**
  * The share of bus publishes a `bus-loss` fault drops (the brokers reach Redis through the lossy proxy,
- * cli/net/lossy-redis-proxy.ts): each dropped one is answered `:0` as if nobody listened, no connection
+ * cli/proxies/lossy-redis-proxy.ts): each dropped one is answered `:0` as if nobody listened, no connection
  * drops, so no node notices; the feeds read what the bus lost at the next wake-up or periodic check.
  */
 export const BUS_LOSS_RATE = 0.3;

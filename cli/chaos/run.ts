@@ -19,7 +19,7 @@ import { type ClusterFile, down, startNode, stopNode, up } from '../cluster/loca
 import { DeliveryChecker } from '../load/checker.js';
 import { buildReport, type LoadReport } from '../load/report.js';
 import { normalizeUrl } from '../load/target.js';
-import { LossyRedisProxy } from '../net/lossy-redis-proxy.js';
+import { LossyRedisProxy } from '../proxies/lossy-redis-proxy.js';
 import { describeFault, type Fault, type FaultTargets, inflict, planFaults } from './faults.js';
 import { ThrowawayPostgres, ThrowawayRedis } from './services.js';
 import { sleep } from './sleep.js';

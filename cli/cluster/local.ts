@@ -27,7 +27,9 @@ import { packageRoot } from '../../broker/paths.js';
 import { parseRedisClusterNodes } from '../../broker/redis/cluster-nodes.js';
 import { UsageError } from '../args.js';
 import { freePort } from '../ports.js';
+import { BrokerProcess } from './broker-process.js';
 import { haproxyConfig } from './haproxy.js';
+import { waitHealthy } from './health.js';
 import { readTraefik, type TraefikConfig } from './traefik.js';
 import { chooseLoadBalancer, localDynamicConfig, localStaticConfig } from './traefik-local.js';
 
@@ -185,20 +187,6 @@ export function alive(pid: number): boolean {
   }
 }
 
-export async function waitHealthy(url: string, timeoutMs: number, isDead: () => boolean): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (isDead()) throw new Error(`${url} exited while starting`);
-    const ok = await fetch(`${url}/health`).then(
-      (r) => r.ok,
-      () => false,
-    );
-    if (ok) return;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`${url} did not become healthy within ${timeoutMs} ms`);
-}
-
 /** The broker hosts a phase's Traefik file routes to, in order (broker-1, broker-2, …). */
 export function brokerHosts(config: TraefikConfig): string[] {
   const hosts = new Set<string>();
@@ -319,20 +307,18 @@ export async function up(options: UpOptions): Promise<ClusterFile> {
   const nodes: ClusterFile['nodes'] = [];
   // Everything started here, brokers and load balancer, so a failed start leaves nothing running.
   const children: ChildProcess[] = [];
+  const brokers: BrokerProcess[] = [];
   try {
     const startBrokers = async (from: number, to: number) => {
       for (let i = from; i <= to; i++) {
         const id = `broker-${i}`;
         const port = await freePort();
-        const child = spawnBroker(base, id, port);
-        children.push(child);
-        nodes.push({ id, url: `http://127.0.0.1:${port}`, pid: child.pid! });
+        const broker = spawnBroker(base, id, port);
+        brokers.push(broker);
+        children.push(broker.child);
+        nodes.push({ id, url: broker.url, pid: broker.pid });
       }
-      await Promise.all(
-        nodes
-          .slice(from - 1)
-          .map((node, i) => waitHealthy(node.url, 30_000, () => children[from - 1 + i]!.exitCode !== null)),
-      );
+      await Promise.all(brokers.slice(from - 1).map((broker) => broker.waitHealthy(30_000)));
     };
     // broker-1 first: healthy means it has made its first claim of the active lease (when the flag is on),
     // so the primary of phase 1 holds it, and the load balancer (which follows the lease) routes to it.
@@ -425,23 +411,21 @@ export type BrokerBase = Pick<
 > & { cwd: string };
 
 /**
- * One broker process (compiled JS), detached, logging to `.workbench/logs/<id>.log`; `nodeEnv` (a phase-4
- * node's region settings) comes last, over the cluster's.
+ * One broker of the cluster (cli/cluster/broker-process.ts), detached, logging to
+ * `.workbench/logs/<id>.log`; `nodeEnv` (a phase-4 node's region settings) comes last, over the cluster's.
  */
 export function spawnBroker(
   base: BrokerBase,
   id: string,
   port: number,
   nodeEnv: Record<string, string> = {},
-): ChildProcess {
-  const logFd = openPrivateLog(stateDir(base.cwd), `${id}.log`);
-  const child = spawn(process.execPath, [join(packageRoot(), 'dist', 'cli', 'main.js'), 'broker'], {
+): BrokerProcess {
+  return BrokerProcess.spawn({
+    port,
     cwd: base.cwd,
     env: {
-      ...process.env,
       ...base.brokerEnv,
       NODE_ID: id,
-      PORT: String(port),
       DATABASE_URL: base.databaseUrl,
       REDIS_URL: base.redisUrl,
       REDIS_KEY_PREFIX: base.redisKeyPrefix,
@@ -451,12 +435,9 @@ export function spawnBroker(
       STATE_DIR: stateDir(base.cwd),
       ...nodeEnv,
     },
+    output: openPrivateLog(stateDir(base.cwd), `${id}.log`),
     detached: true,
-    stdio: ['ignore', logFd, logFd],
   });
-  child.unref();
-  closeSync(logFd); // the child has its own copy; ours would leak one descriptor per (re)start
-  return child;
 }
 
 function clusterNode(cwd: string, id: string): { cluster: ClusterFile; node: ClusterNode } {
@@ -493,18 +474,18 @@ export async function stopNode(cwd: string, id: string, signal: 'SIGKILL' | 'SIG
 export async function startNode(cwd: string, id: string): Promise<void> {
   const { cluster, node } = clusterNode(cwd, id);
   if (alive(node.pid)) throw new Error(`${id} is running (pid ${node.pid})`);
-  const child = spawnBroker({ ...cluster, cwd }, id, Number(new URL(node.url).port), node.env);
+  const broker = spawnBroker({ ...cluster, cwd }, id, Number(new URL(node.url).port), node.env);
   try {
-    await waitHealthy(node.url, 30_000, () => child.exitCode !== null);
+    await broker.waitHealthy(30_000);
   } catch (error) {
-    if (child.pid && alive(child.pid)) process.kill(child.pid, 'SIGKILL');
+    broker.kill();
     throw error;
   }
   // Re-read: another node may have been restarted meanwhile.
   const latest = readCluster(cwd) ?? cluster;
   writeCluster(cwd, {
     ...latest,
-    nodes: latest.nodes.map((n) => (n.id === id ? { ...n, pid: child.pid! } : n)),
+    nodes: latest.nodes.map((n) => (n.id === id ? { ...n, pid: broker.pid } : n)),
   });
 }
 
@@ -519,10 +500,20 @@ export function clusterPids(cluster: ClusterFile): number[] {
   ];
 }
 
-async function stopProcess(pid: number, graceMs: number): Promise<void> {
+/**
+ * Stops a process of the cluster by its pid (cluster.json's; not necessarily a child of this process):
+ * SIGTERM, then SIGKILL if it still runs after `graceMs`. One that is gone already, or gone by the time
+ * the SIGKILL is sent, is no error.
+ */
+export async function stopProcess(pid: number, graceMs: number): Promise<void> {
   if (!alive(pid)) return;
   process.kill(pid, 'SIGTERM');
-  if (!(await waitExited(pid, graceMs))) process.kill(pid, 'SIGKILL');
+  if (await waitExited(pid, graceMs)) return;
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // exited meanwhile
+  }
 }
 
 /**

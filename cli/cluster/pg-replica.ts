@@ -1,7 +1,7 @@
 /**
  * A throw-away PostgreSQL primary and streaming replicas of it, for the two-region simulation
  * (`workbench up --phase 4`): region A's primary, region B's hot standby made with `pg_basebackup -R`
- * through a given host:port (the latency proxy between the regions, cli/net/latency-proxy.ts), so
+ * through a given host:port (the latency proxy between the regions, cli/proxies/latency-proxy.ts), so
  * replication pays the inter-region delay and stops when the link is cut.
  *
  * Built on ThrowawayPostgres (cli/chaos/services.ts), the one way the workbench and its tests make

@@ -9,6 +9,7 @@ import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { Cluster } from 'ioredis';
 import { freePort } from '../ports.js';
@@ -305,8 +306,4 @@ function parseClusterNodes(text: string): ClusterNodeInfo[] {
         slots,
       };
     });
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -12,6 +12,7 @@
  * node stopped answering /health.
  */
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { type MemberKeys, MeshClient, signHello } from '@mesh-broker/sdk';
 import { WebSocket } from 'ws';
 import type { Finding } from './run.js';
@@ -108,7 +109,6 @@ async function rssOf(url: string): Promise<number> {
   return Number(match[1]);
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const until = (deadline: number) => Date.now() < deadline;
 
 /** Writes as fast as the socket's TCP connection takes it, until the deadline. */

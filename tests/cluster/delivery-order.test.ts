@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { LossyRedisProxy } from '../../cli/net/lossy-redis-proxy.js';
+import { LossyRedisProxy } from '../../cli/proxies/lossy-redis-proxy.js';
 import type { FlagKey } from '../../flags/registry.js';
 import { TestCluster } from '../helpers/cluster.js';
 import { closeAllClients, connectPeer } from '../helpers/mesh.js';

@@ -1,11 +1,11 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { packageRoot } from '../../broker/paths.js';
+import { BrokerProcess } from '../../cli/cluster/broker-process.js';
 import { ADMIN_TOKEN } from './broker.js';
 import { freePort } from './ports.js';
 import { type RunOptions, runToEnd } from './process.js';
-import { waitFor } from './wait.js';
 
 /** The compiled `workbench` command, as installed by the package's `bin`. */
 export const WORKBENCH = join(packageRoot(), 'dist', 'cli', 'main.js');
@@ -57,41 +57,36 @@ export async function spawnBrokerProcess(
   requireBuild();
   const port = await freePort();
   const nodeId = env.NODE_ID ?? `proc-${port}`;
-  const child = spawn(process.execPath, [WORKBENCH, 'broker'], {
+  const broker = BrokerProcess.spawn({
+    port,
     env: {
-      ...process.env,
       DATABASE_URL: databaseUrl,
-      PORT: String(port),
       NODE_ID: nodeId,
       ADMIN_TOKEN,
       REDIS_KEY_PREFIX: `wbtest:${nodeId}:`,
       LOG_LEVEL: 'info',
       ...env,
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    output: 'pipe',
   });
-  const { output, exited } = captured(child);
-  const url = `http://127.0.0.1:${port}`;
+  const { output, exited } = captured(broker.child);
   let gone = false;
   void exited.then(() => {
     gone = true;
   });
   try {
-    await waitFor(
-      async () => {
-        if (gone) throw new Error(`broker exited during start:\n${output()}`);
-        return fetch(`${url}/health`).then(
-          (r) => r.status === 200,
-          () => false,
-        );
-      },
-      { timeoutMs: 20_000, what: `node ${nodeId} healthy` },
-    );
+    await broker.waitHealthy(20_000, {
+      intervalMs: 25,
+      only200: true,
+      // Found dead once all its output is read ('close'), so the error shows why it died.
+      isDead: () => gone,
+      deadError: () => new Error(`broker exited during start:\n${output()}`),
+    });
   } catch (error) {
-    child.kill('SIGKILL'); // never leave a half-started broker behind
+    broker.kill(); // never leave a half-started broker behind
     throw error;
   }
-  return { process: child, nodeId, url, wsUrl: `ws://127.0.0.1:${port}/ws`, output, exited };
+  return { process: broker.child, nodeId, url: broker.url, wsUrl: broker.wsUrl, output, exited };
 }
 
 /** A child process's stdout and stderr together, and its end (exit code or signal name), all output read. */

@@ -8,7 +8,7 @@ import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import { LatencyProxy } from '../../cli/net/latency-proxy.js';
+import { LatencyProxy } from '../../cli/proxies/latency-proxy.js';
 
 const POSTGRES = { host: '127.0.0.1', port: 5432 };
 const REDIS = { host: '127.0.0.1', port: 6379 };

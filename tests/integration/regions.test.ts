@@ -20,7 +20,7 @@ import type { MeshClient } from '@mesh-broker/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pushRefreshOnce } from '../../broker/flag-refresh.js';
 import { PostgresPrimary, PostgresReplica } from '../../cli/cluster/pg-replica.js';
-import { LatencyProxy } from '../../cli/net/latency-proxy.js';
+import { LatencyProxy } from '../../cli/proxies/latency-proxy.js';
 import { renderFlagsDocument } from '../../flags/document.js';
 import { type FlagValues, phasePreset } from '../../flags/registry.js';
 import type { Frame, Message } from '../../protocol/frames.js';

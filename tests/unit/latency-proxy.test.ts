@@ -3,12 +3,12 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Random } from '../../cli/fuzz/random.js';
+import { freePort } from '../../cli/ports.js';
 import {
   LatencyProxy,
   LatencyProxyOptionError,
   type LatencyProxyOptions,
-} from '../../cli/net/latency-proxy.js';
-import { freePort } from '../../cli/ports.js';
+} from '../../cli/proxies/latency-proxy.js';
 import { waitFor } from '../helpers/wait.js';
 
 /** A loaded 2-core machine adds scheduling delay on top of the proxy's: a generous upper slack. */

@@ -2,14 +2,10 @@ import { connect, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Random } from '../../cli/fuzz/random.js';
-import {
-  LossyRedisProxy,
-  type LossyRedisProxyOptions,
-  ReplyScanner,
-  RequestParser,
-  type RequestSink,
-  splitArgs,
-} from '../../cli/net/lossy-redis-proxy.js';
+import { LossyRedisProxy, type LossyRedisProxyOptions } from '../../cli/proxies/lossy-redis-proxy.js';
+import { PublishLoss } from '../../cli/proxies/publish-loss.js';
+import { ReplyScanner } from '../../cli/proxies/resp-reply-scanner.js';
+import { RequestParser, type RequestSink, splitArgs } from '../../cli/proxies/resp-request-parser.js';
 import { ThrowawayRedis } from '../helpers/redis-server.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -516,5 +512,53 @@ describe('the parsers, split at every byte', () => {
     expect(split('"unbalanced')).toBeUndefined();
     expect(split('"closed"x')).toBeUndefined();
     expect(split('')).toEqual([]);
+  });
+});
+
+describe('publish loss: which publishes are lost', () => {
+  const channel = (name: string) => Buffer.from(name);
+
+  it('draws once per droppable publish, so one seed gives one sequence of fates', () => {
+    const fates = (seed: number) => {
+      const loss = new PublishLoss({ lossRate: 0.5, seed });
+      return Array.from({ length: 64 }, () => loss.decide(channel('mesh:bus:m1'), true));
+    };
+    expect(fates(7)).toEqual(fates(7));
+    expect(fates(7)).not.toEqual(fates(8));
+    const dropped = fates(7).filter(Boolean).length;
+    expect(dropped).toBeGreaterThan(10);
+    expect(dropped).toBeLessThan(54);
+  });
+
+  it('never drops an ineligible publish (inside MULTI) or one on a channel the filter leaves out', () => {
+    const loss = new PublishLoss({ lossRate: 1, channels: ':bus:' });
+    expect(loss.decide(channel('mesh:bus:m1'), false)).toBe(false);
+    expect(loss.decide(channel('mesh:flags'), true)).toBe(false);
+    expect(loss.decide(channel('mesh:bus:m1'), true)).toBe(true);
+    expect(loss.stats()).toEqual({ publishes: 3, forwarded: 2, dropped: 1 });
+  });
+
+  it('takes a pattern or a predicate as the channel filter, and a new rate at runtime', () => {
+    const byPattern = new PublishLoss({ lossRate: 1, channels: /^a/ });
+    expect([byPattern.decide(channel('ab'), true), byPattern.decide(channel('ba'), true)]).toEqual([
+      true,
+      false,
+    ]);
+    const byPredicate = new PublishLoss({ lossRate: 1, channels: (name) => name === 'x' });
+    expect([byPredicate.decide(channel('x'), true), byPredicate.decide(channel('y'), true)]).toEqual([
+      true,
+      false,
+    ]);
+    byPredicate.lossRate = 0;
+    expect(byPredicate.decide(channel('x'), true)).toBe(false);
+  });
+
+  it('refuses a rate outside 0 to 1', () => {
+    expect(() => new PublishLoss({ lossRate: 1.5 })).toThrow(RangeError);
+    expect(() => new PublishLoss({ lossRate: Number.NaN })).toThrow(RangeError);
+    const loss = new PublishLoss({});
+    expect(() => {
+      loss.lossRate = -0.1;
+    }).toThrow(RangeError);
   });
 });

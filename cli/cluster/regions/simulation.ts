@@ -3,7 +3,7 @@
  * with a throw-away Postgres primary, every other region with a streaming replica of it made through the
  * link; a throw-away Redis, brokers and an HAProxy per region; the weighted entry (in region A) in front
  * of the regions' load balancers. Every connection that crosses regions goes through a LatencyProxy
- * (cli/net/latency-proxy.ts), one per (from, to, service), so a region can be cut off and restored.
+ * (cli/proxies/latency-proxy.ts), one per (from, to, service), so a region can be cut off and restored.
  *
  * It runs inside one process (the links are this process's sockets): `workbench up --phase 4` keeps it in
  * the background and talks to it over a control socket (./control.ts). Everything it starts is registered
@@ -18,11 +18,11 @@ import { performance } from 'node:perf_hooks';
 import { ensureDatabase, runMigrations } from '../../../broker/db/migrate.js';
 import { packageRoot } from '../../../broker/paths.js';
 import { ThrowawayRedis } from '../../chaos/services.js';
-import { LatencyProxy } from '../../net/latency-proxy.js';
 import { freePort } from '../../ports.js';
+import { LatencyProxy } from '../../proxies/latency-proxy.js';
 import { onExit } from '../exit-cleanup.js';
+import { waitHealthy } from '../health.js';
 import {
-  alive,
   type BrokerBase,
   type ClusterFile,
   type ClusterNode,
@@ -35,8 +35,7 @@ import {
   startLoadBalancer,
   startNode,
   stopNode,
-  waitExited,
-  waitHealthy,
+  stopProcess,
   writeCluster,
 } from '../local.js';
 import { PostgresPrimary, PostgresReplica } from '../pg-replica.js';
@@ -210,10 +209,10 @@ export class RegionSimulation {
         nodes.push({ id, url: `http://127.0.0.1:${await freePort()}`, pid: 0, region: region.name, env });
     }
     const startBroker = async (node: ClusterNode) => {
-      const child = spawnBroker(base, node.id, Number(new URL(node.url).port), node.env);
-      node.pid = child.pid!;
-      this.onCleanup(() => killQuietly(child.pid!));
-      await waitHealthy(node.url, 60_000, () => child.exitCode !== null);
+      const broker = spawnBroker(base, node.id, Number(new URL(node.url).port), node.env);
+      node.pid = broker.pid;
+      this.onCleanup(() => killQuietly(broker.pid));
+      await broker.waitHealthy(60_000);
     };
     // The first node alone first: with ha.active-lease on, it holds the lease from the start (as phase 3).
     say(`brokers: ${nodes.map((n) => n.id).join(', ')}`);
@@ -432,13 +431,7 @@ export class RegionSimulation {
   stop(): Promise<void> {
     this.stopping ??= (async () => {
       const nodes = readCluster(this.options.cwd)?.nodes ?? [];
-      await Promise.all(
-        nodes.map(async (node) => {
-          if (!alive(node.pid)) return;
-          process.kill(node.pid, 'SIGTERM');
-          if (!(await waitExited(node.pid, 12_000))) killQuietly(node.pid);
-        }),
-      );
+      await Promise.all(nodes.map((node) => stopProcess(node.pid, 12_000)));
       await Promise.all(this.links.map((l) => l.proxy.close()));
       this.killEverything();
     })();

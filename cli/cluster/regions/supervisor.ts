@@ -8,11 +8,10 @@
  * `workbench down` sends) or SIGINT. Until it is up, a signal runs the registered last-resort cleanups
  * (cli/cluster/exit-cleanup.ts) and kills it, so an interrupted start leaves nothing either.
  */
-import { spawn } from 'node:child_process';
-import { closeSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import type { Server } from 'node:net';
 import { join } from 'node:path';
-import { packageRoot } from '../../../broker/paths.js';
+import { spawnWorkbench } from '../broker-process.js';
 import {
   type ClusterFile,
   ensurePrivateStateDir,
@@ -90,13 +89,12 @@ function handle(simulation: RegionSimulation, request: ControlRequest): Promise<
  */
 export async function launchSupervisor(cwd: string, args: string[]): Promise<ClusterFile> {
   const dir = ensurePrivateStateDir(cwd);
-  const log = openPrivateLog(dir, 'regions.log');
-  const child = spawn(
-    process.execPath,
-    [join(packageRoot(), 'dist', 'cli', 'main.js'), 'up', ...args, '--foreground'],
-    { cwd, detached: true, stdio: ['ignore', log, log, 'ipc'] },
-  );
-  closeSync(log);
+  const child = spawnWorkbench(['up', ...args, '--foreground'], {
+    cwd,
+    output: openPrivateLog(dir, 'regions.log'),
+    detached: true,
+    ipc: true,
+  });
   const interrupt = () => child.kill('SIGTERM');
   process.once('SIGINT', interrupt);
   process.once('SIGTERM', interrupt);

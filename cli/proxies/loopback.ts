@@ -1,5 +1,5 @@
 /**
- * What the workbench's TCP proxies (cli/net/) share: listening on loopback only, stopping, and ending a
+ * What the workbench's TCP proxies (cli/proxies/) share: listening on loopback only, stopping, and ending a
  * socket whose other half is gone without cutting its last bytes.
  */
 import type { Server, Socket } from 'node:net';
