@@ -62,6 +62,13 @@ export class Connection {
   /** Cleared when a ping goes out, set by the pong: a socket still false at the next ping is dead. */
   alive = true;
   private corked = false;
+  /**
+   * Frames for this socket between its hello's acceptance and its `welcome`: a session's first frame is its
+   * welcome (docs/protocol.md § hello), yet the socket is in the mesh's fan-out from the moment it is added
+   * (presence events, ticks, stream data of a resumed subscription), so what the mesh says meanwhile waits
+   * here, in order, bounded like the socket's own buffer. Undefined when nothing is held.
+   */
+  private held: { frames: string[]; bytes: number } | undefined;
 
   constructor(
     readonly socket: WebSocket,
@@ -122,6 +129,7 @@ export class Connection {
   /** A frame already serialized: one frame fanned out to many sockets is serialized once. */
   sendText(text: string): void {
     if (!this.isOpen) return;
+    if (this.held) return this.hold(text);
     // Counted with the frame about to be written: one large frame must not take the buffer past its bound.
     if (this.socket.bufferedAmount + text.length > this.bufferLimit) {
       this.log.warn({ connection: this.id }, 'peer too slow to read its frames; closing');
@@ -130,6 +138,33 @@ export class Connection {
     }
     this.cork();
     this.socket.send(text);
+  }
+
+  /** From now until `sendWelcome`, frames are held (see `held`). */
+  holdUntilWelcome(): void {
+    this.held ??= { frames: [], bytes: 0 };
+  }
+
+  /** The session's welcome, then what was held for it, in the order it came. */
+  sendWelcome(welcome: object): void {
+    const held = this.held;
+    this.held = undefined;
+    this.send(welcome);
+    for (const text of held?.frames ?? []) this.sendText(text);
+  }
+
+  private hold(text: string): void {
+    const held = this.held as { frames: string[]; bytes: number };
+    // The same bound as a written frame: a mesh that says more than the socket may buffer before its
+    // welcome closes it as too slow, rather than holding without limit.
+    if (held.bytes + text.length > this.bufferLimit) {
+      this.held = undefined;
+      this.log.warn({ connection: this.id }, 'too much held for a socket before its welcome; closing');
+      this.close(1008, 'too slow');
+      return;
+    }
+    held.frames.push(text);
+    held.bytes += text.length;
   }
 
   /**

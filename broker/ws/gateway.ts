@@ -301,6 +301,8 @@ export class Gateway {
       return;
     }
     connection.identity = identity;
+    // In the mesh's fan-out from connections.add on, but its peer sees the welcome first.
+    connection.holdUntilWelcome();
     // The feed exists before delivery can see the socket: wake-ups until it starts (after `welcome` and the
     // session hooks) fold into its first read, the backlog replay.
     connection.feed = this.options.openFeed(connection, identity.memberId);
@@ -321,7 +323,7 @@ export class Gateway {
       connection.close(CloseCode.internal, 'internal error, retry');
       return;
     }
-    connection.send({
+    connection.sendWelcome({
       type: 'welcome',
       v: 1,
       meshId: identity.meshId,
