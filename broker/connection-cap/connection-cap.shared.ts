@@ -1,6 +1,7 @@
 import type { Logger } from '../log.js';
 import type { RedisClient } from '../redis/clients.js';
 import type { RedisGuard } from '../redis/guard.js';
+import { PeriodicTask } from '../timing/periodic.js';
 import type { ConnectionCap } from './connection-cap.js';
 import type { LocalConnectionCap } from './connection-cap.local.js';
 
@@ -75,18 +76,24 @@ export class SharedConnectionCap implements ConnectionCap {
   private readonly held = new Map<string, Set<string>>();
   /** Every mesh this node ever wrote a part for: its parts are replaced when it becomes shared again. */
   private readonly written = new Set<string>();
-  private refresher: NodeJS.Timeout | undefined;
+  /** Keeps this node's parts alive: every third of their TTL. */
+  private readonly refresher: PeriodicTask;
   private fallingBack = false;
 
-  constructor(private readonly options: SharedCapOptions) {}
+  constructor(private readonly options: SharedCapOptions) {
+    this.refresher = new PeriodicTask({
+      everyMs: Math.max(250, options.partTtlMs / 3),
+      run: () => this.refresh(),
+      onError: { log: options.log, message: 'cap refresh failed' },
+    });
+  }
 
   /**
    * Keeps this node's parts alive; the sessions this node admitted while the row was local (the fallback
    * counted them) are counted globally from now on.
    */
   async activate(): Promise<void> {
-    this.refresher ??= setInterval(() => void this.refresh(), Math.max(250, this.options.partTtlMs / 3));
-    this.refresher.unref();
+    this.refresher.start();
     for (const { meshId, sessionId } of this.options.fallback.entries()) this.remember(meshId, sessionId);
     // A part left from an earlier shared period may list sessions that ended meanwhile: replace it.
     await this.refresh(true);
@@ -94,8 +101,7 @@ export class SharedConnectionCap implements ConnectionCap {
 
   /** This node's parts expire by themselves; its local count (the fallback) stays exact. */
   async deactivate(): Promise<void> {
-    if (this.refresher) clearInterval(this.refresher);
-    this.refresher = undefined;
+    void this.refresher.stop();
     this.held.clear();
   }
 

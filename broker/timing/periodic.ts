@@ -10,10 +10,9 @@
  * - an error escaping `run` is handled by the task's policy (logged, optionally counted) and the next
  *   round runs as planned: a failing round never stops the task.
  */
-import type { Logger } from '../log.js';
-
 export interface ErrorPolicy {
-  log: Pick<Logger, 'warn'>;
+  /** A pino logger, or anything with its `warn(fields, message)`. */
+  log: { warn: (fields: object, message: string) => void };
   /** The log line's message, e.g. 'node heartbeat failed'. */
   message: string;
   /** Extra fields for the log line (e.g. `{ meshId }`). */
@@ -33,7 +32,7 @@ export interface PeriodicTaskOptions {
    * come back sooner than its interval after a slow fetch).
    */
   cadence?: 'rate' | 'after-run';
-  /** The first round's delay after `start()`; defaults to `everyMs`. 0 runs it at once (not awaited). */
+  /** The first round's delay after `start()`; defaults to `everyMs`. 0 starts it at once (not awaited). */
   firstInMs?: number;
   /** Spreads each delay uniformly by up to ± this fraction of it (0 to 1; default 0: exact periods). */
   jitter?: number;
@@ -50,8 +49,6 @@ export class PeriodicTask {
   private waiters: Array<() => void> = [];
 
   constructor(private readonly options: PeriodicTaskOptions) {
-    if (!(options.everyMs > 0))
-      throw new Error(`a periodic task needs a positive period, not ${options.everyMs}`);
     const jitter = options.jitter ?? 0;
     if (jitter < 0 || jitter > 1) throw new Error(`jitter is a fraction from 0 to 1, not ${jitter}`);
   }
@@ -61,11 +58,15 @@ export class PeriodicTask {
     return this.started;
   }
 
-  /** Arms the task (again after a stop); a second start while running changes nothing. */
-  start(): void {
+  /**
+   * Arms the task (again after a stop); a second start while running changes nothing. `firstInMs`
+   * (default: the option, else one period) is the first round's delay; 0 starts that round at once.
+   */
+  start(firstInMs = this.options.firstInMs ?? this.period()): void {
     if (this.started) return;
     this.started = true;
-    this.arm(this.options.firstInMs ?? this.options.everyMs);
+    if (firstInMs <= 0) this.due();
+    else this.arm(firstInMs);
   }
 
   /** Disarms the task; resolves once a round in flight (if any) has ended. */
@@ -112,8 +113,8 @@ export class PeriodicTask {
 
   private due(): void {
     if (!this.started) return;
-    const { cadence = 'rate', everyMs } = this.options;
-    if (cadence === 'rate') {
+    const everyMs = this.period();
+    if ((this.options.cadence ?? 'rate') === 'rate') {
       this.arm(everyMs);
       if (!this.inFlight) void this.runNow();
       return;
@@ -123,6 +124,11 @@ export class PeriodicTask {
       // Not when stopped meanwhile, nor when a stop and a start meanwhile armed a new timer.
       if (this.started && this.timer === undefined) this.arm(everyMs);
     });
+  }
+
+  /** As `setInterval` reads its delay: below 1 ms (or not a number), 1 ms. */
+  private period(): number {
+    return Math.max(this.options.everyMs || 1, 1);
   }
 
   private jittered(delayMs: number): number {
