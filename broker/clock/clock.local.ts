@@ -1,6 +1,7 @@
 import { ProtocolError } from '../../protocol/errors.js';
 import type { Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
+import { PeriodicTask } from '../timing/periodic.js';
 import {
   CLOCK_ROW_COLUMNS,
   type ClockRow,
@@ -10,7 +11,8 @@ import {
 } from './clock.js';
 
 interface RunningClock extends ClockRow {
-  timer: NodeJS.Timeout | undefined;
+  /** Set while this node ticks the clock. */
+  ticker: PeriodicTask | undefined;
 }
 
 export interface LocalClocksOptions {
@@ -75,7 +77,7 @@ export class LocalClocks implements MeshClocks {
   meshActive(meshId: string): Promise<void> {
     return this.serial(meshId, async () => {
       const clock = await this.load(meshId);
-      if (!clock || clock.paused || clock.timer) return;
+      if (!clock || clock.paused || clock.ticker) return;
       clock.autoPaused = false;
       await this.run(meshId, clock);
     });
@@ -84,7 +86,7 @@ export class LocalClocks implements MeshClocks {
   meshIdle(meshId: string): Promise<void> {
     return this.serial(meshId, async () => {
       const clock = this.clocks.get(meshId);
-      if (!clock?.timer || this.options.hasSessions(meshId)) return;
+      if (!clock?.ticker || this.options.hasSessions(meshId)) return;
       this.stop(clock);
       clock.autoPaused = true;
       await this.save(meshId, clock);
@@ -92,7 +94,7 @@ export class LocalClocks implements MeshClocks {
   }
 
   ledHere(): number {
-    return [...this.clocks.values()].filter((clock) => clock.timer).length;
+    return [...this.clocks.values()].filter((clock) => clock.ticker).length;
   }
 
   /** Runs the clocks of the meshes this node has sessions of, each from its row. */
@@ -128,7 +130,7 @@ export class LocalClocks implements MeshClocks {
       simTimeMs: Date.now(),
       epoch: 0,
       leaderNode: null,
-      timer: undefined,
+      ticker: undefined,
     };
     this.clocks.set(meshId, clock);
     return clock;
@@ -150,7 +152,7 @@ export class LocalClocks implements MeshClocks {
     );
     const row = result.rows[0];
     if (!row) return undefined;
-    const clock: RunningClock = { ...row, timer: undefined };
+    const clock: RunningClock = { ...row, ticker: undefined };
     this.clocks.set(meshId, clock);
     return clock;
   }
@@ -176,25 +178,30 @@ export class LocalClocks implements MeshClocks {
 
   /** Starts ticking on this node, taking the next epoch (this node now believes it leads the clock). */
   private async run(meshId: string, clock: RunningClock): Promise<void> {
-    if (clock.timer) return;
+    if (clock.ticker) return;
     clock.epoch += 1;
     clock.leaderNode = this.options.nodeId;
     await this.save(meshId, clock);
-    clock.timer = setInterval(() => {
-      this.serial(meshId, () => this.tick(meshId, clock)).catch((error) =>
-        this.options.log.warn({ err: error, meshId }, 'clock tick failed'),
-      );
-    }, this.options.tickMs);
-    clock.timer.unref();
+    clock.ticker = new PeriodicTask({
+      everyMs: this.options.tickMs,
+      // Not awaited: ticks queue up behind the mesh's other clock work (`serial`) instead of being skipped.
+      run: () => {
+        this.serial(meshId, () => this.tick(meshId, clock)).catch((error) =>
+          this.options.log.warn({ err: error, meshId }, 'clock tick failed'),
+        );
+      },
+      onError: { log: this.options.log, message: 'clock tick failed', fields: { meshId } },
+    });
+    clock.ticker.start();
   }
 
   private stop(clock: RunningClock): void {
-    if (clock.timer) clearInterval(clock.timer);
-    clock.timer = undefined;
+    void clock.ticker?.stop();
+    clock.ticker = undefined;
   }
 
   private async tick(meshId: string, clock: RunningClock): Promise<void> {
-    if (!clock.timer) return;
+    if (!clock.ticker) return;
     clock.tick += 1;
     clock.simTimeMs += Math.round(clock.speed * this.options.tickMs);
     await this.options.pool.query(
@@ -216,7 +223,7 @@ export class LocalClocks implements MeshClocks {
       paused: clock.paused || clock.autoPaused,
       tick: clock.tick,
       simTime: new Date(clock.simTimeMs).toISOString(),
-      leader: clock.timer ? this.options.nodeId : clock.leaderNode,
+      leader: clock.ticker ? this.options.nodeId : clock.leaderNode,
       epoch: clock.epoch,
     };
   }

@@ -3,6 +3,7 @@ import type { Bus } from '../bus/bus.js';
 import type { Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
 import { type HomeRegionRule, NO_HOME_RULE } from '../regions/regions.js';
+import { PeriodicTask } from '../timing/periodic.js';
 import {
   CLOCK_ROW_COLUMNS,
   type ClockRow,
@@ -15,8 +16,8 @@ import { ClockLeadership } from './leadership.js';
 
 interface Led {
   epoch: number;
-  timer: NodeJS.Timeout;
-  busy: boolean;
+  /** One tick at a time: a tick due while the last is still writing is skipped (the next catches up). */
+  ticker: PeriodicTask;
 }
 
 export interface SharedClocksOptions {
@@ -58,7 +59,8 @@ export class SharedClocks implements MeshClocks {
   private readonly wanted = new Set<string>();
   private readonly electing = new Map<string, Promise<void>>();
   private readonly leadership: ClockLeadership;
-  private retry: NodeJS.Timeout | undefined;
+  /** Competes again for every wanted mesh not led here (a lost election, a leader that died). */
+  private readonly retry: PeriodicTask;
 
   constructor(private readonly options: SharedClocksOptions) {
     this.leadership = new ClockLeadership(
@@ -68,13 +70,17 @@ export class SharedClocks implements MeshClocks {
       (lost) => this.lostLeadership(lost),
       options.log,
     );
+    this.retry = new PeriodicTask({
+      everyMs: options.retryMs,
+      run: () => this.competeAll(),
+      onError: { log: options.log, message: 'clock election round failed; retrying' },
+    });
   }
 
   /** Starts competing for the clocks of the meshes this node holds sessions of (again after a flip). */
   async activate(): Promise<void> {
     this.leadership.open();
-    this.retry ??= setInterval(() => void this.competeAll(), this.options.retryMs);
-    this.retry.unref();
+    this.retry.start();
     for (const meshId of this.options.meshesHere()) await this.meshActive(meshId);
   }
 
@@ -136,8 +142,7 @@ export class SharedClocks implements MeshClocks {
 
   /** Stops ticking and gives every clock lock up: another node (or the local clocks) continues. */
   async deactivate(): Promise<void> {
-    if (this.retry) clearInterval(this.retry);
-    this.retry = undefined;
+    void this.retry.stop();
     for (const meshId of [...this.led.keys()]) this.stopTicking(meshId);
     this.wanted.clear();
     await this.leadership.close();
@@ -207,10 +212,13 @@ export class SharedClocks implements MeshClocks {
       }
       const led: Led = {
         epoch,
-        busy: false,
-        timer: setInterval(() => void this.tick(meshId, led), this.options.tickMs),
+        ticker: new PeriodicTask({
+          everyMs: this.options.tickMs,
+          run: () => this.tick(meshId, led),
+          onError: { log: this.options.log, message: 'clock tick failed', fields: { meshId } },
+        }),
       };
-      led.timer.unref();
+      led.ticker.start();
       this.led.set(meshId, led);
       this.options.log.info({ meshId, epoch }, 'leading the mesh clock');
     } catch (error) {
@@ -219,8 +227,7 @@ export class SharedClocks implements MeshClocks {
   }
 
   private async tick(meshId: string, led: Led): Promise<void> {
-    if (led.busy || this.led.get(meshId) !== led) return;
-    led.busy = true;
+    if (this.led.get(meshId) !== led) return;
     try {
       const result = await this.options.pool.query<ClockRow>(
         `UPDATE mesh_clocks SET tick = tick + 1, sim_time_ms = sim_time_ms + round(speed * $3)::bigint, updated_at = now()
@@ -248,14 +255,13 @@ export class SharedClocks implements MeshClocks {
       void this.options.bus.publishToMesh(meshId, 'clock.tick', frame);
     } catch (error) {
       this.options.log.warn({ err: error, meshId }, 'clock tick failed');
-    } finally {
-      led.busy = false;
     }
   }
 
   private stopTicking(meshId: string): void {
     const led = this.led.get(meshId);
-    if (led) clearInterval(led.timer);
+    // Not awaited: a step-down may come from the tick in flight itself.
+    void led?.ticker.stop();
     this.led.delete(meshId);
   }
 

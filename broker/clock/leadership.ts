@@ -13,21 +13,29 @@
  */
 import pg from 'pg';
 import type { Logger } from '../log.js';
+import { PeriodicTask } from '../timing/periodic.js';
 
 export class ClockLeadership {
   private client: pg.Client | undefined;
   private connecting: Promise<pg.Client> | undefined;
   private readonly held = new Set<string>();
-  private checker: NodeJS.Timeout | undefined;
+  /** Armed once a connection exists: a statement on it every `checkMs`. */
+  private readonly checker: PeriodicTask;
   private closed = false;
 
   constructor(
     private readonly databaseUrl: string,
     private readonly nodeId: string,
-    private readonly checkMs: number,
+    checkMs: number,
     private readonly onLost: (meshIds: string[]) => void,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.checker = new PeriodicTask({
+      everyMs: checkMs,
+      run: () => this.check(),
+      onError: { log, message: 'clock lease connection check failed' },
+    });
+  }
 
   holds(meshId: string): boolean {
     return this.held.has(meshId);
@@ -61,8 +69,7 @@ export class ClockLeadership {
 
   async close(): Promise<void> {
     this.closed = true;
-    if (this.checker) clearInterval(this.checker);
-    this.checker = undefined;
+    void this.checker.stop();
     for (const meshId of [...this.held]) {
       // Bounded: a failed unlock is fine, ending the connection releases every lock.
       await this.release(meshId);
@@ -85,8 +92,7 @@ export class ClockLeadership {
       client.on('end', () => this.lost(client, new Error('connection ended')));
       await client.connect();
       this.client = client;
-      this.checker ??= setInterval(() => void this.check(), this.checkMs);
-      this.checker.unref();
+      this.checker.start();
       return client;
     })().finally(() => {
       this.connecting = undefined;

@@ -1,6 +1,8 @@
 import type { Logger } from '../log.js';
 import type { RedisClient } from '../redis/clients.js';
+import { RedisWithFallback } from '../redis/fallback.js';
 import type { RedisGuard } from '../redis/guard.js';
+import { PeriodicTask } from '../timing/periodic.js';
 import type { ConnectionCap } from './connection-cap.js';
 import type { LocalConnectionCap } from './connection-cap.local.js';
 
@@ -75,18 +77,30 @@ export class SharedConnectionCap implements ConnectionCap {
   private readonly held = new Map<string, Set<string>>();
   /** Every mesh this node ever wrote a part for: its parts are replaced when it becomes shared again. */
   private readonly written = new Set<string>();
-  private refresher: NodeJS.Timeout | undefined;
-  private fallingBack = false;
+  /** Keeps this node's parts alive: every third of their TTL. */
+  private readonly refresher: PeriodicTask;
+  private readonly redisFirst: RedisWithFallback;
 
-  constructor(private readonly options: SharedCapOptions) {}
+  constructor(private readonly options: SharedCapOptions) {
+    this.redisFirst = new RedisWithFallback({
+      guard: options.guard,
+      onFallback: options.onFallback,
+      log: options.log,
+      fallingBackMessage: 'connection cap: Redis unavailable, per-node count only',
+    });
+    this.refresher = new PeriodicTask({
+      everyMs: Math.max(250, options.partTtlMs / 3),
+      run: () => this.refresh(),
+      onError: { log: options.log, message: 'cap refresh failed' },
+    });
+  }
 
   /**
    * Keeps this node's parts alive; the sessions this node admitted while the row was local (the fallback
    * counted them) are counted globally from now on.
    */
   async activate(): Promise<void> {
-    this.refresher ??= setInterval(() => void this.refresh(), Math.max(250, this.options.partTtlMs / 3));
-    this.refresher.unref();
+    this.refresher.start();
     for (const { meshId, sessionId } of this.options.fallback.entries()) this.remember(meshId, sessionId);
     // A part left from an earlier shared period may list sessions that ended meanwhile: replace it.
     await this.refresh(true);
@@ -94,41 +108,35 @@ export class SharedConnectionCap implements ConnectionCap {
 
   /** This node's parts expire by themselves; its local count (the fallback) stays exact. */
   async deactivate(): Promise<void> {
-    if (this.refresher) clearInterval(this.refresher);
-    this.refresher = undefined;
+    void this.refresher.stop();
     this.held.clear();
   }
 
   async admit(meshId: string, sessionId: string): Promise<boolean> {
     const { redis, nodeId, cap, partTtlMs } = this.options;
-    if (this.options.guard.usable()) {
-      try {
-        const admitted = await redis.eval(
-          ADMIT,
-          2,
-          nodesKey(meshId),
-          partKey(meshId, nodeId),
-          sessionId,
-          cap,
-          partTtlMs,
-          `${redis.options.keyPrefix ?? ''}${partKey(meshId, '')}`,
-          nodeId,
-        );
-        this.fallingBack = false;
-        if (admitted === 1) this.remember(meshId, sessionId);
-        // The local count follows too, so a fallback starts from what this node really holds.
-        if (admitted === 1) await this.options.fallback.admit(meshId, sessionId);
-        return admitted === 1;
-      } catch (error) {
-        this.options.guard.failed(error);
-        this.noteFallback(error as Error);
-      }
-    } else {
-      this.noteFallback(new Error('redis unavailable or stalled'));
-    }
-    const admitted = await this.options.fallback.admit(meshId, sessionId);
-    if (admitted) this.remember(meshId, sessionId);
-    return admitted;
+    const viaRedis = async (): Promise<boolean> => {
+      const admitted = await redis.eval(
+        ADMIT,
+        2,
+        nodesKey(meshId),
+        partKey(meshId, nodeId),
+        sessionId,
+        cap,
+        partTtlMs,
+        `${redis.options.keyPrefix ?? ''}${partKey(meshId, '')}`,
+        nodeId,
+      );
+      if (admitted === 1) this.remember(meshId, sessionId);
+      // The local count follows too, so a fallback starts from what this node really holds.
+      if (admitted === 1) await this.options.fallback.admit(meshId, sessionId);
+      return admitted === 1;
+    };
+    const locally = async (): Promise<boolean> => {
+      const admitted = await this.options.fallback.admit(meshId, sessionId);
+      if (admitted) this.remember(meshId, sessionId);
+      return admitted;
+    };
+    return this.redisFirst.run(viaRedis, locally);
   }
 
   async release(meshId: string, sessionId: string): Promise<void> {
@@ -176,12 +184,5 @@ export class SharedConnectionCap implements ConnectionCap {
     } catch (error) {
       this.options.log.debug({ err: error }, 'cap refresh failed');
     }
-  }
-
-  private noteFallback(error: Error): void {
-    this.options.onFallback();
-    if (!this.fallingBack)
-      this.options.log.warn({ err: error }, 'connection cap: Redis unavailable, per-node count only');
-    this.fallingBack = true;
   }
 }

@@ -1,6 +1,7 @@
 import type { Bus, Unsubscribe } from '../bus/bus.js';
 import type { ConnectionRegistry } from '../connections/registry.js';
 import type { Logger } from '../log.js';
+import { PeriodicTask } from '../timing/periodic.js';
 import { type Delivery, wakeAll, wakeSessions } from './delivery.js';
 import type { AcceptedMessage } from './records.js';
 import type { MessageStore } from './store.js';
@@ -30,26 +31,29 @@ export interface SharedDeliveryOptions {
  * - after the bus reconnects, and when the row turns shared, every session here is woken to read.
  */
 export class SharedDelivery implements Delivery {
-  private checker: NodeJS.Timeout | undefined;
-  private checking: Promise<void> | undefined;
+  private readonly checks: PeriodicTask;
   private detachReconnect: Unsubscribe | undefined;
 
-  constructor(private readonly options: SharedDeliveryOptions) {}
+  constructor(private readonly options: SharedDeliveryOptions) {
+    this.checks = new PeriodicTask({
+      everyMs: options.checkMs,
+      run: () => this.checkOnce(),
+      onError: { log: options.log, message: 'delivery check failed; the next one retries' },
+    });
+  }
 
   async activate(): Promise<void> {
     this.detachReconnect ??= this.options.bus.onReconnect(() => wakeAll(this.options.connections));
-    this.checker ??= setInterval(() => void this.check(), this.options.checkMs);
-    this.checker.unref();
+    this.checks.start();
     // Messages accepted while delivery was per node may be owed to sessions here.
     wakeAll(this.options.connections);
   }
 
   async deactivate(): Promise<void> {
-    if (this.checker) clearInterval(this.checker);
-    this.checker = undefined;
+    const inFlight = this.checks.stop();
     this.detachReconnect?.();
     this.detachReconnect = undefined;
-    await this.checking;
+    await inFlight;
   }
 
   async close(): Promise<void> {}
@@ -72,23 +76,16 @@ export class SharedDelivery implements Delivery {
 
   /** One check at a time: each session behind its member's last seq is woken to read. */
   check(): Promise<void> {
-    this.checking ??= this.checkOnce().finally(() => {
-      this.checking = undefined;
-    });
-    return this.checking;
+    return this.checks.runNow();
   }
 
   private async checkOnce(): Promise<void> {
     const { connections, store } = this.options;
-    try {
-      const last = await store.lastSeqs(connections.memberIds());
-      for (const [memberId, lastSeq] of last) {
-        for (const connection of connections.ofMember(memberId)) {
-          if (connection.feed?.behind(lastSeq)) connection.feed.wake();
-        }
+    const last = await store.lastSeqs(connections.memberIds());
+    for (const [memberId, lastSeq] of last) {
+      for (const connection of connections.ofMember(memberId)) {
+        if (connection.feed?.behind(lastSeq)) connection.feed.wake();
       }
-    } catch (error) {
-      this.options.log.warn({ err: error }, 'delivery check failed; the next one retries');
     }
   }
 }

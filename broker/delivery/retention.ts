@@ -9,6 +9,7 @@
  */
 import { inTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import type { Logger } from '../log.js';
+import { PeriodicTask } from '../timing/periodic.js';
 
 /** Rows one statement removes at most, and statements one round runs at most. */
 const BATCH = 5000;
@@ -25,47 +26,41 @@ export interface RetentionOptions {
 }
 
 export class Retention {
-  private timer: NodeJS.Timeout | undefined;
-  private round: Promise<void> | undefined;
+  private readonly rounds: PeriodicTask;
 
-  constructor(private readonly options: RetentionOptions) {}
+  constructor(private readonly options: RetentionOptions) {
+    this.rounds = new PeriodicTask({
+      everyMs: options.intervalMs,
+      run: () => this.runOnce(),
+      onError: { log: options.log, message: 'retention round failed; the next one retries' },
+    });
+  }
 
   start(): void {
-    this.timer ??= setInterval(() => void this.run(), this.options.intervalMs);
-    this.timer.unref();
+    this.rounds.start();
   }
 
-  async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
-    await this.round;
+  stop(): Promise<void> {
+    return this.rounds.stop();
   }
 
-  /** One round now (also what the timer runs); resolves when it is done. */
+  /** One round now (also what the timer runs; joins a round in flight); resolves when it is done. */
   run(): Promise<void> {
-    this.round ??= this.runOnce().finally(() => {
-      this.round = undefined;
-    });
-    return this.round;
+    return this.rounds.runNow();
   }
 
   private async runOnce(): Promise<void> {
-    const { pool, log } = this.options;
-    try {
-      for (let i = 0; i < BATCHES_PER_ROUND; i++) {
-        const done = await inTransaction(pool, async (client) => {
-          const locked = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS ok', [
-            LOCK_KEY,
-          ]);
-          if (!locked.rows[0]?.ok) return true; // another node is at it
-          const expired = await this.expire(client);
-          const messages = await this.removeMessages(client);
-          return expired < BATCH && messages < BATCH;
-        });
-        if (done) return;
-      }
-    } catch (error) {
-      log.warn({ err: error }, 'retention round failed; the next one retries');
+    for (let i = 0; i < BATCHES_PER_ROUND; i++) {
+      const done = await inTransaction(this.options.pool, async (client) => {
+        const locked = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS ok', [
+          LOCK_KEY,
+        ]);
+        if (!locked.rows[0]?.ok) return true; // another node is at it
+        const expired = await this.expire(client);
+        const messages = await this.removeMessages(client);
+        return expired < BATCH && messages < BATCH;
+      });
+      if (done) return;
     }
   }
 

@@ -1,6 +1,7 @@
 import type { Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
 import type { BrokerMetrics } from '../metrics.js';
+import { PeriodicTask } from '../timing/periodic.js';
 import type { BackgroundGate } from './background-gate.js';
 
 const LEASE = 'active';
@@ -24,14 +25,20 @@ export interface ActiveLeaseOptions {
  */
 export class ActiveLease implements BackgroundGate {
   private readonly listeners: Array<(active: boolean) => void> = [];
-  private timer: NodeJS.Timeout | undefined;
+  /** Claims and renewals: every quarter of the lease, one at a time. */
+  private readonly rounds: PeriodicTask;
   private trustedUntil = 0;
   private active = false;
-  private running: Promise<void> | undefined;
   /** Fires when the trust of the last claim runs out, even if the next round hangs on the database. */
   private trustTimer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly options: ActiveLeaseOptions) {}
+  constructor(private readonly options: ActiveLeaseOptions) {
+    this.rounds = new PeriodicTask({
+      everyMs: Math.max(50, options.ttlMs / 4),
+      run: () => this.claim(),
+      onError: { log: options.log, message: 'active lease round failed' },
+    });
+  }
 
   isActive(): boolean {
     return this.active && Date.now() < this.trustedUntil;
@@ -43,17 +50,15 @@ export class ActiveLease implements BackgroundGate {
 
   /** Starts claiming and renewing the lease (the first round is awaited). */
   async activate(): Promise<void> {
-    this.timer ??= setInterval(() => void this.round(), Math.max(50, this.options.ttlMs / 4));
-    this.timer.unref();
-    await this.round();
+    this.rounds.start();
+    await this.rounds.runNow();
   }
 
   /** Gives the lease up at once, so a standby takes over without waiting for the expiry. */
   async deactivate(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
+    const inFlight = this.rounds.stop();
     clearTimeout(this.trustTimer);
-    await this.running;
+    await inFlight;
     if (this.active) {
       await this.options.pool
         .query('UPDATE cluster_leases SET expires_at = now() WHERE name = $1 AND holder = $2', [
@@ -66,13 +71,6 @@ export class ActiveLease implements BackgroundGate {
   }
 
   async close(): Promise<void> {}
-
-  private round(): Promise<void> {
-    this.running ??= this.claim().finally(() => {
-      this.running = undefined;
-    });
-    return this.running;
-  }
 
   private async claim(): Promise<void> {
     const { pool, nodeId, ttlMs, log } = this.options;

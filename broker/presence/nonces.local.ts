@@ -1,3 +1,4 @@
+import { PeriodicTask } from '../timing/periodic.js';
 import type { NonceGuard } from './nonces.js';
 
 /**
@@ -6,11 +7,16 @@ import type { NonceGuard } from './nonces.js';
  */
 export class LocalNonceGuard implements NonceGuard {
   private readonly seen = new Map<string, number>();
-  private readonly sweeper: NodeJS.Timeout;
+  private readonly sweeper: PeriodicTask;
 
   constructor(private readonly windowMs: number) {
-    this.sweeper = setInterval(() => this.sweep(), Math.max(1000, windowMs / 4));
-    this.sweeper.unref();
+    this.sweeper = new PeriodicTask({
+      everyMs: Math.max(1000, windowMs / 4),
+      run: () => this.sweep(),
+      // A sweep is a loop over a map: it cannot fail short of a bug, which the console shows.
+      onError: { log: console, message: 'hello nonce sweep failed' },
+    });
+    this.sweeper.start();
   }
 
   async claim(nonce: string): Promise<boolean> {
@@ -22,7 +28,7 @@ export class LocalNonceGuard implements NonceGuard {
   }
 
   async close(): Promise<void> {
-    clearInterval(this.sweeper);
+    await this.sweeper.stop();
   }
 
   private sweep(): void {

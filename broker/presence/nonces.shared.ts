@@ -1,5 +1,6 @@
 import type { Logger } from '../log.js';
 import type { RedisClient } from '../redis/clients.js';
+import { RedisWithFallback } from '../redis/fallback.js';
 import type { RedisGuard } from '../redis/guard.js';
 import type { NonceGuard } from './nonces.js';
 
@@ -10,43 +11,37 @@ import type { NonceGuard } from './nonces.js';
  * window), logs the first fallback and counts each one.
  */
 export class SharedNonceGuard implements NonceGuard {
-  private fallingBack = false;
+  private readonly redisFirst: RedisWithFallback;
 
   constructor(
     private readonly redis: RedisClient,
-    private readonly guard: RedisGuard,
+    guard: RedisGuard,
     private readonly windowMs: number,
     private readonly fallback: NonceGuard,
-    private readonly onFallback: () => void,
-    private readonly log: Logger,
-  ) {}
+    onFallback: () => void,
+    log: Logger,
+  ) {
+    this.redisFirst = new RedisWithFallback({
+      guard,
+      onFallback,
+      log,
+      fallingBackMessage: 'hello nonces: Redis unavailable, per-node replay check only',
+    });
+  }
 
-  async claim(nonce: string): Promise<boolean> {
-    if (this.guard.usable()) {
-      try {
+  claim(nonce: string): Promise<boolean> {
+    return this.redisFirst.run(
+      async () => {
         const set = await this.redis.set(`nonce:${nonce}`, '1', 'PX', this.windowMs, 'NX');
         // Also remembered locally, so a fallback later still refuses what was claimed now.
         await this.fallback.claim(nonce);
-        this.fallingBack = false;
         return set === 'OK';
-      } catch (error) {
-        this.guard.failed(error);
-        this.noteFallback(error as Error);
-      }
-    } else {
-      this.noteFallback(new Error('redis unavailable or stalled'));
-    }
-    return this.fallback.claim(nonce);
+      },
+      () => this.fallback.claim(nonce),
+    );
   }
 
   async close(): Promise<void> {
     await this.fallback.close();
-  }
-
-  private noteFallback(error: Error): void {
-    this.onFallback();
-    if (!this.fallingBack)
-      this.log.warn({ err: error }, 'hello nonces: Redis unavailable, per-node replay check only');
-    this.fallingBack = true;
   }
 }

@@ -5,6 +5,7 @@ import { inTransaction, type Pool } from '../db/pool.js';
 import { HelloRejected } from '../hello/admission.js';
 import type { Logger } from '../log.js';
 import { type ListReads, primaryReads } from '../regions/regions.js';
+import { PeriodicTask } from '../timing/periodic.js';
 import type { NonceGuard } from './nonces.js';
 import type { Presence, PresenceEntry, PresenceEvents, PresenceFrame } from './presence.js';
 import type { SessionBindings } from './session-bindings.js';
@@ -52,10 +53,16 @@ interface Row {
  */
 export class SharedPresence implements Presence {
   private readonly graceTimers = new Map<string, NodeJS.Timeout>();
-  private reaper: NodeJS.Timeout | undefined;
+  private readonly reaper: PeriodicTask;
   private detachKick: Unsubscribe | undefined;
 
-  constructor(private readonly options: SharedPresenceOptions) {}
+  constructor(private readonly options: SharedPresenceOptions) {
+    this.reaper = new PeriodicTask({
+      everyMs: options.reapEveryMs,
+      run: () => this.reap(),
+      onError: { log: options.log, message: 'presence reaper failed; next round retries' },
+    });
+  }
 
   /**
    * Starts reaping and taking kicks. At boot, the rows an earlier run of this node left behind get their
@@ -71,14 +78,13 @@ export class SharedPresence implements Presence {
     this.detachKick ??= this.options.bus.on('presence.kick', (_node, payload) =>
       this.options.kickLocal(payload.sessionId),
     );
-    this.reaper ??= setInterval(() => void this.reap(), this.options.reapEveryMs);
-    this.reaper.unref();
+    this.reaper.start();
   }
 
   /** Stops reaping, kicks and grace timers (the rows stay: whoever runs presence next owns them). */
   async deactivate(): Promise<void> {
-    if (this.reaper) clearInterval(this.reaper);
-    this.reaper = undefined;
+    // Not awaited, as before: a reap in flight finishes on its own (its deletes are the cluster's).
+    void this.reaper.stop();
     this.detachKick?.();
     this.detachKick = undefined;
     for (const timer of this.graceTimers.values()) clearTimeout(timer);
@@ -226,21 +232,17 @@ export class SharedPresence implements Presence {
 
   /** Rows whose grace ran out, and rows of dead nodes: removed by whichever node gets there first. */
   private async reap(): Promise<void> {
-    try {
-      this.announceLeft(
-        await this.options.pool.query<Row>(
-          `DELETE FROM presence p USING members m
-            WHERE m.id = p.member_id AND (
-              (p.disconnected_at IS NOT NULL AND p.disconnected_at < now() - make_interval(secs => $1 / 1000.0))
-              OR p.node_id IN (SELECT id FROM nodes
-                                WHERE heartbeat_at < now() - make_interval(secs => greatest($1, $2) / 1000.0)))
-            RETURNING p.session_id AS "sessionId", p.mesh_id AS "meshId", m.pubkey`,
-          [this.options.graceMs, this.options.deadAfterMs],
-        ),
-      );
-    } catch (error) {
-      this.options.log.warn({ err: error }, 'presence reaper failed; next round retries');
-    }
+    this.announceLeft(
+      await this.options.pool.query<Row>(
+        `DELETE FROM presence p USING members m
+          WHERE m.id = p.member_id AND (
+            (p.disconnected_at IS NOT NULL AND p.disconnected_at < now() - make_interval(secs => $1 / 1000.0))
+            OR p.node_id IN (SELECT id FROM nodes
+                              WHERE heartbeat_at < now() - make_interval(secs => greatest($1, $2) / 1000.0)))
+          RETURNING p.session_id AS "sessionId", p.mesh_id AS "meshId", m.pubkey`,
+        [this.options.graceMs, this.options.deadAfterMs],
+      ),
+    );
   }
 
   private announceLeft(result: { rows: Row[] }): void {

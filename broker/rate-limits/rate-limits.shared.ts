@@ -1,6 +1,7 @@
 import { RateLimiterRedis, type RateLimiterUnion } from 'rate-limiter-flexible';
 import type { Logger } from '../log.js';
 import type { RedisClient } from '../redis/clients.js';
+import { RedisWithFallback } from '../redis/fallback.js';
 import type { RedisGuard } from '../redis/guard.js';
 import type { LimitKind, RateDecision, RateLimits, RateWindow } from './rate-limits.js';
 import { consumeFrom, limiterUnions } from './union.js';
@@ -13,16 +14,23 @@ import { consumeFrom, limiterUnions } from './union.js';
  */
 export class SharedRateLimits implements RateLimits {
   private readonly unions: Record<LimitKind, RateLimiterUnion>;
-  private fallingBack = false;
+  private readonly redisFirst: RedisWithFallback;
 
   constructor(
     redis: RedisClient,
-    private readonly guard: RedisGuard,
+    guard: RedisGuard,
     policies: Record<LimitKind, RateWindow[]>,
     private readonly fallback: RateLimits,
-    private readonly onFallback: () => void,
-    private readonly log: Logger,
+    onFallback: () => void,
+    log: Logger,
   ) {
+    this.redisFirst = new RedisWithFallback({
+      guard,
+      onFallback,
+      log,
+      fallingBackMessage: 'rate limits: Redis unavailable, falling back to per-node buckets',
+      recoveredMessage: 'rate limits: Redis is back, shared buckets again',
+    });
     this.unions = limiterUnions(
       policies,
       (options) => new RateLimiterRedis({ ...options, storeClient: redis }),
@@ -35,27 +43,10 @@ export class SharedRateLimits implements RateLimits {
 
   async close(): Promise<void> {}
 
-  async consume(kind: LimitKind, key: string): Promise<RateDecision> {
-    if (this.guard.usable()) {
-      try {
-        const decision = await consumeFrom(this.unions[kind], key);
-        if (this.fallingBack) this.log.info('rate limits: Redis is back, shared buckets again');
-        this.fallingBack = false;
-        return decision;
-      } catch (error) {
-        this.guard.failed(error);
-        this.noteFallback(error as Error);
-      }
-    } else {
-      this.noteFallback(new Error('redis unavailable or stalled'));
-    }
-    return this.fallback.consume(kind, key);
-  }
-
-  private noteFallback(error: Error): void {
-    this.onFallback();
-    if (!this.fallingBack)
-      this.log.warn({ err: error }, 'rate limits: Redis unavailable, falling back to per-node buckets');
-    this.fallingBack = true;
+  consume(kind: LimitKind, key: string): Promise<RateDecision> {
+    return this.redisFirst.run(
+      () => consumeFrom(this.unions[kind], key),
+      () => this.fallback.consume(kind, key),
+    );
   }
 }

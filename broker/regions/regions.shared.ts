@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
+import { PeriodicTask } from '../timing/periodic.js';
 import type { AuthorityWork, Regions } from './regions.js';
 
 export interface SharedRegionsOptions {
@@ -35,10 +36,15 @@ interface HomeAlive {
  */
 export class SharedRegions implements Regions {
   private homes = new Map<string, HomeAlive>();
-  private timer: NodeJS.Timeout | undefined;
-  private refreshing: Promise<void> | undefined;
+  private readonly refresher: PeriodicTask;
 
-  constructor(private readonly options: SharedRegionsOptions) {}
+  constructor(private readonly options: SharedRegionsOptions) {
+    this.refresher = new PeriodicTask({
+      everyMs: options.refreshMs,
+      run: () => this.refreshOnce(),
+      onError: { log: options.log, message: 'home-region view refresh failed' },
+    });
+  }
 
   read<R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<pg.QueryResult<R>> {
     this.options.counted();
@@ -59,14 +65,11 @@ export class SharedRegions implements Regions {
   async activate(): Promise<void> {
     if (this.options.region === undefined) return;
     await this.refresh();
-    this.timer ??= setInterval(() => void this.refresh(), this.options.refreshMs);
-    this.timer.unref();
+    this.refresher.start();
   }
 
   async deactivate(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
-    await this.refreshing;
+    await this.refresher.stop();
     this.homes = new Map();
   }
 
@@ -74,10 +77,7 @@ export class SharedRegions implements Regions {
 
   /** Reads the view again now (also what the timer does); one read at a time. */
   refresh(): Promise<void> {
-    this.refreshing ??= this.refreshOnce().finally(() => {
-      this.refreshing = undefined;
-    });
-    return this.refreshing;
+    return this.refresher.runNow();
   }
 
   private async refreshOnce(): Promise<void> {

@@ -2,6 +2,7 @@ import { inTransaction, type Pool } from '../db/pool.js';
 import type { AcceptedMessage } from '../delivery/store.js';
 import type { Logger } from '../log.js';
 import { type HomeRegionRule, NO_HOME_RULE } from '../regions/regions.js';
+import { PeriodicTask } from '../timing/periodic.js';
 import {
   announceOccurrence,
   announceSkip,
@@ -41,28 +42,31 @@ export interface SharedSchedulerOptions extends FireOptions {
  * while every node was down fires once on recovery; a cron schedule then continues from now.
  */
 export class SharedScheduler implements Scheduler {
-  private poller: NodeJS.Timeout | undefined;
-  private polling: Promise<void> | undefined;
+  private readonly poller: PeriodicTask;
   private readonly soon = new Set<NodeJS.Timeout>();
 
-  constructor(private readonly options: SharedSchedulerOptions) {}
+  constructor(private readonly options: SharedSchedulerOptions) {
+    this.poller = new PeriodicTask({
+      everyMs: options.pollMs,
+      run: () => this.pollOnce(),
+      onError: { log: options.log, message: 'schedule poll failed; the next one retries' },
+    });
+  }
 
   async activate(): Promise<void> {
-    this.poller ??= setInterval(() => void this.poll(), this.options.pollMs);
-    this.poller.unref();
+    this.poller.start();
   }
 
   async deactivate(): Promise<void> {
-    if (this.poller) clearInterval(this.poller);
-    this.poller = undefined;
+    const inFlight = this.poller.stop();
     for (const timer of this.soon) clearTimeout(timer);
     this.soon.clear();
-    await this.polling;
+    await inFlight;
   }
 
   /** A schedule created here and due before the next poll gets a poll of its own at its time. */
   created(schedule: Schedule): void {
-    if (!this.poller || !schedule.nextFireAt) return;
+    if (!this.poller.running || !schedule.nextFireAt) return;
     const delay = schedule.nextFireAt.getTime() - Date.now();
     if (delay >= this.options.pollMs) return;
     const timer = setTimeout(
@@ -82,10 +86,7 @@ export class SharedScheduler implements Scheduler {
 
   /** One poll at a time per node; each due schedule fired in its own transaction. */
   poll(): Promise<void> {
-    this.polling ??= this.pollOnce().finally(() => {
-      this.polling = undefined;
-    });
-    return this.polling;
+    return this.poller.runNow();
   }
 
   private async pollOnce(): Promise<void> {

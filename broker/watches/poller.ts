@@ -1,4 +1,5 @@
 import type { Logger } from '../log.js';
+import { PeriodicTask } from '../timing/periodic.js';
 import { type FetchOptions, fetchWatchValue, parseNotifyOn, shouldNotify } from './fetch-value.js';
 import type { NotifyWatch } from './runner.js';
 import type { Watch, WatchStore } from './store.js';
@@ -8,7 +9,8 @@ export const HELD_BACK = "notification held back: the member's send limit is spe
 
 interface Polled {
   watch: Watch;
-  timer: NodeJS.Timeout | undefined;
+  /** The watch's polls: the next one `intervalSec` after the last one ended. */
+  polls: PeriodicTask;
   lastValue: string | null;
 }
 
@@ -45,7 +47,16 @@ export class WatchPoller {
    */
   start(watch: Watch): void {
     if (this.polled.has(watch.watchId)) return;
-    const entry: Polled = { watch, timer: undefined, lastValue: watch.lastValue };
+    const entry: Polled = {
+      watch,
+      polls: new PeriodicTask({
+        everyMs: watch.intervalSec * 1000,
+        cadence: 'after-run',
+        run: () => this.poll(entry),
+        onError: { log: this.log, message: 'watch poll failed', fields: { watchId: watch.watchId } },
+      }),
+      lastValue: watch.lastValue,
+    };
     this.polled.set(watch.watchId, entry);
     void this.store
       .lastPoll(watch.watchId)
@@ -55,17 +66,12 @@ export class WatchPoller {
         if (last) entry.lastValue = last.lastValue;
         const lastAt = (last?.lastCheckedAt ?? watch.lastCheckedAt)?.getTime() ?? 0;
         const wait = lastAt === 0 ? 0 : Math.max(0, lastAt + watch.intervalSec * 1000 - Date.now());
-        if (wait === 0) {
-          void this.poll(entry);
-          return;
-        }
-        entry.timer = setTimeout(() => void this.poll(entry), wait);
-        entry.timer.unref();
+        entry.polls.start(wait);
       });
   }
 
   stop(watchId: string): void {
-    clearTimeout(this.polled.get(watchId)?.timer);
+    void this.polled.get(watchId)?.polls.stop();
     this.polled.delete(watchId);
   }
 
@@ -106,8 +112,5 @@ export class WatchPoller {
     } catch (failure) {
       this.log.warn({ err: failure, watchId: watch.watchId }, 'watch poll bookkeeping failed');
     }
-    if (this.polled.get(watch.watchId) !== entry) return;
-    entry.timer = setTimeout(() => void this.poll(entry), watch.intervalSec * 1000);
-    entry.timer.unref();
   }
 }

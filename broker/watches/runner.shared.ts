@@ -1,6 +1,7 @@
 import type { Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
 import { type HomeRegionRule, NO_HOME_RULE } from '../regions/regions.js';
+import { PeriodicTask } from '../timing/periodic.js';
 import type { WatchPoller } from './poller.js';
 import type { WatchRunner } from './runner.js';
 import { WATCH_COLUMNS, type Watch } from './store.js';
@@ -33,24 +34,27 @@ export interface SharedWatchRunnerOptions {
  * owner node dying (adopted within a lease). Bound: an orphan is polled again within leaseMs + leaseMs/3.
  */
 export class SharedWatchRunner implements WatchRunner {
-  private timer: NodeJS.Timeout | undefined;
-  private round: Promise<void> | undefined;
+  /** Lease rounds, every third of the lease; running while this node runs watches. */
+  private readonly rounds: PeriodicTask;
   /** What this node polled when it last stopped: the local runner polls those on a flip back. */
   handedBack: Watch[] = [];
 
-  constructor(private readonly options: SharedWatchRunnerOptions) {}
+  constructor(private readonly options: SharedWatchRunnerOptions) {
+    this.rounds = new PeriodicTask({
+      everyMs: Math.max(100, options.leaseMs / 3),
+      run: () => this.rebalanceOnce(),
+      onError: { log: options.log, message: 'watch lease round failed; the next one retries' },
+    });
+  }
 
   async activate(): Promise<void> {
-    this.timer ??= setInterval(() => void this.rebalance(), Math.max(100, this.options.leaseMs / 3));
-    this.timer.unref();
+    this.rounds.start();
     void this.rebalance();
   }
 
   /** Stops polling and gives the leases back at once (others adopt them at their next round). */
   async deactivate(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
-    await this.round;
+    await this.rounds.stop();
     this.handedBack = this.options.poller.watches();
     this.options.poller.stopAll();
     await this.options.pool
@@ -62,7 +66,7 @@ export class SharedWatchRunner implements WatchRunner {
 
   created(watch: Watch): void {
     // Not running watches here (a standby): the row is an orphan for the runner that is to adopt it.
-    if (!this.timer) return;
+    if (!this.rounds.running) return;
     // The creating node owns a new watch first (store.create wrote owner_node), if nobody adopted it.
     void this.options.pool
       .query(
@@ -71,7 +75,7 @@ export class SharedWatchRunner implements WatchRunner {
         [watch.watchId, this.options.leaseMs, this.options.nodeId],
       )
       .then((result) => {
-        if (result.rowCount && this.timer) this.options.poller.start(watch);
+        if (result.rowCount && this.rounds.running) this.options.poller.start(watch);
       })
       .catch((error) => this.options.log.warn({ err: error }, 'could not lease a new watch'));
   }
@@ -85,10 +89,7 @@ export class SharedWatchRunner implements WatchRunner {
   async close(): Promise<void> {}
 
   rebalance(): Promise<void> {
-    this.round ??= this.rebalanceOnce().finally(() => {
-      this.round = undefined;
-    });
-    return this.round;
+    return this.rounds.runNow();
   }
 
   private async rebalanceOnce(): Promise<void> {

@@ -20,6 +20,7 @@ import { HelloRejected } from '../hello/admission.js';
 import type { Logger } from '../log.js';
 import type { BrokerMetrics } from '../metrics.js';
 import type { Presence } from '../presence/presence.js';
+import { PeriodicTask } from '../timing/periodic.js';
 import { InboundFrames } from './inbound.js';
 import type { Router } from './router.js';
 
@@ -63,7 +64,7 @@ export interface GatewayOptions {
 
 export class Gateway {
   private draining = false;
-  private readonly liveness: NodeJS.Timeout;
+  private readonly liveness: PeriodicTask;
   /** Each socket's inbound frames, while it has any: what a drain waits for. */
   private readonly queues = new Map<Connection, InboundFrames>();
   /** Each socket's replies still to send, in request order (pipelined requests answer later). */
@@ -72,8 +73,12 @@ export class Gateway {
   constructor(private readonly options: GatewayOptions) {
     // A peer whose network died says nothing; a WebSocket ping it cannot answer within one interval
     // ends its socket, so its presence enters the grace period instead of lingering forever.
-    this.liveness = setInterval(() => this.checkLiveness(), options.heartbeatMs);
-    this.liveness.unref();
+    this.liveness = new PeriodicTask({
+      everyMs: options.heartbeatMs,
+      run: () => this.checkLiveness(),
+      onError: { log: options.log, message: 'liveness check failed' },
+    });
+    this.liveness.start();
   }
 
   accept(socket: WebSocket, request: FastifyRequest): void {
@@ -147,7 +152,7 @@ export class Gateway {
    */
   async drain(timeoutMs: number): Promise<void> {
     this.draining = true;
-    clearInterval(this.liveness);
+    void this.liveness.stop();
     for (const connection of this.options.connections.all())
       connection.close(CloseCode.draining, 'node draining');
     let timer: NodeJS.Timeout | undefined;
