@@ -243,16 +243,15 @@ describe('the audit verifier checkpoint (tamper evidence that survives deletion)
 
     // Watch the verified seq the whole time the attack goes on.
     const seen: number[] = [];
-    let watching = true;
-    const watcher = (async () => {
-      while (watching) {
-        const value = seriesValue(await scrape(verifier.url), 'mesh_broker_audit_verifier_verified_seq', {
-          mesh: meshId,
-        });
-        if (value !== undefined) seen.push(value);
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-    })();
+    const sample = () =>
+      scrape(verifier.url).then(
+        (text) => {
+          const value = seriesValue(text, 'mesh_broker_audit_verifier_verified_seq', { mesh: meshId });
+          if (value !== undefined) seen.push(value);
+        },
+        () => {}, // a scrape still out when the watch ends
+      );
+    const watcher = setInterval(() => void sample(), 50);
 
     await deleteNewest(meshId, 11);
     await until(verifier, 'mesh_broker_audit_verifier_checkpoint_broken', meshId, 1);
@@ -270,8 +269,8 @@ describe('the audit verifier checkpoint (tamper evidence that survives deletion)
       timeoutMs: 10_000,
       what: 'two rescans',
     });
-    watching = false;
-    await watcher;
+    clearInterval(watcher);
+    await sample(); // and one look after the rescans
 
     const text = await scrape(verifier.url);
     expect(seriesValue(text, 'mesh_broker_audit_verifier_checkpoint_broken', { mesh: meshId })).toBe(1);
