@@ -78,6 +78,15 @@ export function running(pid: number): boolean {
   }
 }
 
+/** Whether `pid` is stopped by a signal (SIGSTOP: state T in /proc), as a stalled server is. */
+export function stopped(pid: number): boolean {
+  try {
+    return /^\d+ \(.*\) T/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
+
 /** The pids of `pids` still running after a few seconds (a killed child is reaped once its parent is gone). */
 export async function stillRunning(pids: number[], waitMs = 5000): Promise<number[]> {
   await waitForOrGiveUp(() => !pids.some(running), { timeoutMs: waitMs, intervalMs: 100 });
