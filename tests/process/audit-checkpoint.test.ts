@@ -27,7 +27,13 @@ import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { runWorkbench } from '../helpers/cli.js';
 import { closeAllClients, connectPeer, createMesh, type TestMesh } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { scrape, seriesValue, startVerifier, type VerifierProcess } from '../helpers/verifier.js';
+import {
+  scrape,
+  seriesValue,
+  startVerifier,
+  untilSeries,
+  type VerifierProcess,
+} from '../helpers/verifier.js';
 import { waitFor } from '../helpers/wait.js';
 
 let db: TestDatabase;
@@ -134,12 +140,8 @@ function checkpointOf(file: string): Record<string, { seq: number; hash: string 
   return JSON.parse(readFileSync(file, 'utf8')).meshes;
 }
 
-async function until(verifier: VerifierProcess, name: string, mesh: string, expected: number) {
-  await waitFor(async () => seriesValue(await scrape(verifier.url), name, { mesh }) === expected, {
-    timeoutMs: 15_000,
-    what: `${name}{mesh="${mesh}"} = ${expected}\n${verifier.output()}`,
-  });
-}
+const until = (verifier: VerifierProcess, name: string, mesh: string, expected: number) =>
+  untilSeries(verifier, name, mesh, expected, 15_000);
 
 describe('the audit verifier checkpoint (tamper evidence that survives deletion)', () => {
   it('workbench audit verify --checkpoint: a chain whose newest rows were deleted is broken, also once new events reuse their seq', async () => {
