@@ -17,7 +17,7 @@ import { runWorkbench, WORKBENCH } from '../helpers/cli.js';
 import { FAST_CLUSTER } from '../helpers/cluster.js';
 import { closeAllClients, connectPeer } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { waitFor } from '../helpers/wait.js';
+import { pause, waitFor } from '../helpers/wait.js';
 
 /** Screenshots, for people to look at (git-ignored). */
 const ARTIFACTS = join(packageRoot(), 'test-results', 'console');
@@ -259,7 +259,7 @@ describe('the rate plots and the timeline of flag changes and promotions', () =>
     const SENT = 40;
     for (let i = 1; i <= SENT; i++) {
       await sender.send(receiverKeys.pubkey, `rate ${i}`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await pause(100, 'a steady rate of messages, which the console plots');
     }
     await waitFor(() => received >= SENT, { timeoutMs: 10_000, what: `all ${SENT} messages received` });
 
@@ -523,7 +523,7 @@ describe('a browser peer through the load balancer (the SDK in Chromium)', () =>
       `browser peer: back on ${secondNode} ${Date.now() - killedAt} ms after ${firstNode} was killed`,
     );
     await waitFor(async () => (await count()) === 15, { timeoutMs: 15_000, what: 'all 15 messages' });
-    await new Promise((resolve) => setTimeout(resolve, 500)); // a late duplicate would show by now
+    await pause(500, 'a window in which a late duplicate would show');
     const bodies = await peerPage.$$eval('[data-testid="messages"] li', (items) =>
       items.map((li) => li.textContent),
     );
@@ -539,7 +539,7 @@ describe('a browser peer through the load balancer (the SDK in Chromium)', () =>
     const sending = (async () => {
       for (let i = 1; i <= 20; i++) {
         await sender.send(browserMember.pubkey, `rate ${i}`);
-        await new Promise((resolve) => setTimeout(resolve, 100));
+        await pause(100, 'a steady rate of messages, which the console shows live');
       }
     })();
     await waitFor(async () => Number(await page.textContent('[data-testid="rate-accepted"]')) > 0, {

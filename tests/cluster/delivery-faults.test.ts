@@ -5,8 +5,9 @@ import type { FlagKey } from '../../flags/registry.js';
 import { TestCluster } from '../helpers/cluster.js';
 import { closeAllClients, connectPeer } from '../helpers/mesh.js';
 import { ThrowawayPostgres } from '../helpers/pg-cluster.js';
+import { stopped } from '../helpers/process.js';
 import { ThrowawayRedis } from '../helpers/redis-server.js';
-import { waitFor } from '../helpers/wait.js';
+import { pause, waitFor } from '../helpers/wait.js';
 
 /**
  * Durable delivery when its dependencies fail (docs/delivery.md § How it fails): a stalled Redis holds
@@ -49,7 +50,7 @@ describe('durable delivery under failing dependencies', () => {
     await waitFor(() => got.length === 1);
 
     const stall = redis.stall(3000);
-    await new Promise((resolve) => setTimeout(resolve, 100)); // SIGSTOP has landed
+    await waitFor(() => stopped(redis.pid!), { what: 'redis-server stopped (SIGSTOP landed)' });
     const latencies: number[] = [];
     let sent = 0;
     const stallEnds = Date.now() + 2500;
@@ -97,7 +98,7 @@ describe('durable delivery under failing dependencies', () => {
         const code = error instanceof MeshRequestError ? error.code : (error as Error).message;
         codes.set(code, (codes.get(code) ?? 0) + 1);
       }
-      await new Promise((resolve) => setTimeout(resolve, 5));
+      await pause(5, 'a pace of sends through the restart that leaves the cores to the nodes');
     }
     await restarting;
     console.log(

@@ -3,7 +3,7 @@ import type { Frame } from '../../protocol/frames.js';
 import { TestCluster } from '../helpers/cluster.js';
 import { closeAllClients, connectPeer } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { waitFor } from '../helpers/wait.js';
+import { pause, waitFor } from '../helpers/wait.js';
 
 let db: TestDatabase;
 let cluster: TestCluster;
@@ -63,7 +63,7 @@ describe('active/passive with ha.active-lease on', () => {
     expect(await backgroundWork('standby')).toBe('standby');
     const ids = await schedule(20, Date.now() + 1000);
     await waitFor(async () => (await counts(ids)).every((n) => n > 0), { timeoutMs: 5000 });
-    await new Promise((resolve) => setTimeout(resolve, 500)); // a second copy would have fired by now
+    await pause(500, 'a window in which a second copy would fire (the standby must fire nothing)');
     expect(await counts(ids)).toEqual(Array(20).fill(1));
     const metrics = await (await fetch(`${cluster.node('primary').url}/metrics`)).text();
     expect(metrics).toContain('mesh_broker_active_lease_held{node="primary"} 1');
@@ -82,7 +82,7 @@ describe('active/passive with ha.active-lease on', () => {
     expect(takeover).toBeLessThan(3000);
     // It re-armed the schedules: each fires once, on the new active node.
     await waitFor(async () => (await counts(ids)).every((n) => n > 0), { timeoutMs: 8000 });
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    await pause(500, 'a window in which a second copy would fire');
     expect(await counts(ids)).toEqual(Array(10).fill(1));
   });
 });

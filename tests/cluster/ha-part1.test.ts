@@ -7,7 +7,7 @@ import { closeAllClients, connectPeer } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { RawSocket } from '../helpers/raw.js';
 import { seriesValue } from '../helpers/verifier.js';
-import { waitFor } from '../helpers/wait.js';
+import { pause, waitFor } from '../helpers/wait.js';
 
 const PART1 = HA_PART1_FLAGS;
 const ALL_ON = Object.fromEntries(PART1.map((f) => [f, true]));
@@ -58,7 +58,7 @@ describe('HA part 1 with the flags off: the single-node gaps are real', () => {
     const near = await connectPeer(ws('n1'), mesh, mesh.members[2]!);
     await far.send(mesh.members[0]!.pubkey, 'from n2');
     // Nothing tells n1 (no bus wake-up, no periodic check with ha.delivery off): a negative, so a wait.
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    await pause(500, 'a window in which the DM must not arrive');
     expect(got).toEqual([]);
     // A message through n1 wakes the recipient's feed, which writes what the member is owed in seq order.
     await near.send(mesh.members[0]!.pubkey, 'from n1');

@@ -14,7 +14,7 @@ import { phasePreset } from '../../flags/registry.js';
 import { runWorkbench } from '../helpers/cli.js';
 import { closeAllClients, connectPeer, type TestMesh } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { waitFor } from '../helpers/wait.js';
+import { pause, waitFor } from '../helpers/wait.js';
 
 const root = packageRoot();
 const PHASES = [0, 1, 2, 3, 4];
@@ -282,7 +282,7 @@ describe('workbench up/down with HAProxy from the Traefik file', () => {
     const restarted = await runWorkbench(['node', 'start', 'broker-1'], {}, cwd);
     expect(restarted.code, restarted.stderr).toBe(0);
     // Long enough for the load balancer to take the primary back if it were to (two checks a second apart).
-    await new Promise((resolve) => setTimeout(resolve, 3000));
+    await pause(3000, 'a window in which HAProxy must not move peers back to the restarted primary');
     const c = await connectPeer(ws, mesh, memberC, { backoff });
     const toA = a.next('message', (m) => m.body === 'c to a', 3000);
     await c.send(memberA.pubkey, 'c to a');

@@ -16,7 +16,7 @@ import { closeAllClients, connectPeer } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { ThrowawayRedisCluster } from '../helpers/redis-cluster.js';
 import { seriesValue } from '../helpers/verifier.js';
-import { waitFor } from '../helpers/wait.js';
+import { pause, waitFor } from '../helpers/wait.js';
 
 let db: TestDatabase;
 let redis: ThrowawayRedisCluster;
@@ -212,7 +212,7 @@ describe('brokers on a Redis Cluster', () => {
         const body = `dm ${i}`;
         await sender.send(mesh.members[0]!.pubkey, body);
         sent.push(body);
-        await new Promise((resolve) => setTimeout(resolve, 50));
+        await pause(50, 'a steady stream of DMs across the failover');
       }
     })();
     const failuresBefore = await metric('n2', 'mesh_broker_bus_publish_failures_total');
@@ -222,7 +222,12 @@ describe('brokers on a Redis Cluster', () => {
     const promotedMs = Date.now() - killedAt;
     expect(await redis.masterOfSlot(await slotOf(channel))).toBe(promoted);
     expect(promoted).not.toBe(killed);
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    // DMs after the replica took over, too.
+    const sentAtPromotion = sent.length;
+    await waitFor(() => sent.length >= sentAtPromotion + 5, {
+      timeoutMs: 10_000,
+      what: 'DMs after the failover',
+    });
     sending = false;
     await sendLoop;
     // Durable: every DM, also those whose bus wake-up was lost, arrives once and in order.
@@ -232,11 +237,12 @@ describe('brokers on a Redis Cluster', () => {
     // The bus itself is back: stream data (bus only, not stored) reaches n1 again via the new master.
     await waitFor(
       async () => {
+        // What the last look's publish brought (an interval later), then another publish.
+        if (data.includes('after')) return true;
         await sender.request({ type: 'stream.publish', stream: 'live', data: 'after' });
-        await new Promise((resolve) => setTimeout(resolve, 200));
-        return data.includes('after');
+        return false;
       },
-      { timeoutMs: 20_000, intervalMs: 100, what: 'stream data after the failover' },
+      { timeoutMs: 20_000, intervalMs: 300, what: 'stream data after the failover' },
     );
     const busBackMs = Date.now() - killedAt;
     const { sharded } = await channels();

@@ -16,6 +16,7 @@ import { createLoadMeshes } from '../../cli/load/setup.js';
 import { runWorkbench } from '../helpers/cli.js';
 import { FAST_CLUSTER } from '../helpers/cluster.js';
 import { listening, stillRunning } from '../helpers/process.js';
+import { waitForOrGiveUp } from '../helpers/wait.js';
 
 const RTT_MS = 40;
 const cwd = mkdtempSync(join(tmpdir(), 'wb-regions-'));
@@ -171,9 +172,10 @@ describe('workbench up --phase 4 (two simulated regions)', { timeout: 240_000 },
       );
       expect(set.code, set.stdout + set.stderr).toBe(0);
       expect(set.stdout).toContain('pushed to 4 subscribers');
-      const exited = performance.now();
-      while ((await flagValueIn(b1.url)) !== (state === 'on') && performance.now() - exited < 10_000)
-        await new Promise((r) => setTimeout(r, 50));
+      await waitForOrGiveUp(async () => (await flagValueIn(b1.url)) === (state === 'on'), {
+        timeoutMs: 10_000,
+        intervalMs: 50,
+      });
       expect(await flagValueIn(b1.url)).toBe(state === 'on');
     }
 

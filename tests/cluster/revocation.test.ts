@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CloseCode } from '../../protocol/errors.js';
 import type { Frame, Message } from '../../protocol/frames.js';
 import { useWorld } from '../contract/harness.js';
-import { waitFor } from '../helpers/wait.js';
+import { pause, waitFor } from '../helpers/wait.js';
 
 const hits: number[] = [];
 let server: Server;
@@ -84,7 +84,7 @@ describe('revocation across two nodes (every HA flag on)', () => {
     expect(await closedB).toMatchObject({ code: CloseCode.memberRevoked });
 
     // Past the watch's next poll and the schedules' time (polled every 100 ms on both nodes).
-    await new Promise((resolve) => setTimeout(resolve, 6500));
+    await pause(6500, "a window in which nothing of a revoked member's may poll or fire");
     expect(hits.filter((t) => t > revokedAt)).toEqual([]);
     expect(got).toEqual([]);
     const occurrences = await world.db.query<{ n: number }>(

@@ -31,6 +31,7 @@ import { closeAllClients, connectPeer, createMesh, type TestMesh } from '../help
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { ThrowawayRedisCluster } from '../helpers/redis-cluster.js';
 import { seriesValue } from '../helpers/verifier.js';
+import { waitForOrGiveUp } from '../helpers/wait.js';
 
 export type WorldKind = 'local' | 'shared' | 'cluster';
 
@@ -235,16 +236,17 @@ export class World {
    */
   private async settlePresence(node?: TestNode): Promise<void> {
     const graceMs = Number(this.options.env?.PRESENCE_GRACE_MS ?? FAST_CLUSTER.PRESENCE_GRACE_MS);
-    const deadline = Date.now() + graceMs + 3000;
-    while (Date.now() < deadline) {
-      const pending = await this.db.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM presence
-          WHERE disconnected_at IS NOT NULL AND ($1::text IS NULL OR node_id = $1)`,
-        [node?.nodeId ?? null],
-      );
-      if (pending.rows[0]?.n === 0) return;
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
+    await waitForOrGiveUp(
+      async () => {
+        const pending = await this.db.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM presence
+            WHERE disconnected_at IS NOT NULL AND ($1::text IS NULL OR node_id = $1)`,
+          [node?.nodeId ?? null],
+        );
+        return pending.rows[0]?.n === 0;
+      },
+      { timeoutMs: graceMs + 3000, intervalMs: 50 },
+    );
   }
 
   private writeFlags(): void {

@@ -16,6 +16,7 @@ import { LocalRegions } from '../../broker/regions/regions.local.js';
 import { SharedRegions } from '../../broker/regions/regions.shared.js';
 import { Switch } from '../../broker/rows/switch.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { waitFor } from '../helpers/wait.js';
 
 const NODE_DEAD_MS = 1500;
 const log = pino({ level: 'silent' });
@@ -189,7 +190,9 @@ describe('Regions behind the row switch', () => {
       }
     })();
     for (const target of ['shared', 'local', 'shared', 'local'] as const) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      // A few reads answered by the side in use before each move.
+      const answered = answers.length;
+      await waitFor(() => answers.length >= answered + 5, { what: 'reads between two moves' });
       await rowSwitch.select(target);
     }
     stop = true;

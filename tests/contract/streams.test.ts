@@ -11,7 +11,7 @@
 import type { MeshClient } from '@mesh-broker/sdk';
 import { describe, expect, it } from 'vitest';
 import type { StreamData } from '../../protocol/frames.js';
-import { waitFor } from '../helpers/wait.js';
+import { pause, waitFor } from '../helpers/wait.js';
 import { collect, flipSequence, useWorld, WORLDS_WITH_REDIS_CLUSTER } from './harness.js';
 
 const GRACE_MS = 600;
@@ -182,7 +182,7 @@ describe.each(WORLDS_WITH_REDIS_CLUSTER)('Streams contract, %s', (kind) => {
         await publish(publisher, 'ticks', value);
         await arrived;
         published++;
-        await new Promise((resolve) => setTimeout(resolve, 2));
+        await pause(2, 'a pace that leaves the two shared cores room for the nodes under test');
       }
     })().catch((error) => {
       trafficError = error;

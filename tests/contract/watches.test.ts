@@ -213,7 +213,8 @@ describe.each(WORLDS)('WatchRunner contract, %s', (kind) => {
     for (let i = 0; i < SEND_BURST; i++)
       await elsewhere.request({ type: 'send', id: `spend-${i}`, to: mesh.members[1]!.pubkey, body: 'x' });
     const seen = triggered(creator);
-    const created = await create(creator, path('ready'), { notifyOn: 'match:ready' });
+    const target = path('ready');
+    const created = await create(creator, target, { notifyOn: 'match:ready' });
     try {
       await waitFor(
         async () => (await watch(creator, created.watchId))?.lastError?.includes('held back') === true,
@@ -226,7 +227,16 @@ describe.each(WORLDS)('WatchRunner contract, %s', (kind) => {
       // The burst window is 10 s: a later poll (every 5 s) notifies once the bucket refilled.
       await waitFor(() => seen.length === 1, { timeoutMs: 20_000, what: 'the held notification' });
       expect(seen[0]).toMatchObject({ watchId: created.watchId, oldValue: null, newValue: 'ready' });
-      await new Promise((resolve) => setTimeout(resolve, INTERVAL_SEC * 1000 + 500));
+      // The poll after the one that notified (fetched and recorded): the value still matches, and it
+      // says nothing new.
+      const polls = site.polls(target).length;
+      const checked = (await watch(creator, created.watchId))?.lastCheckedAt;
+      await waitFor(
+        async () =>
+          site.polls(target).length > polls &&
+          (await watch(creator, created.watchId))?.lastCheckedAt !== checked,
+        { timeoutMs: INTERVAL_SEC * 1000 + 2000, intervalMs: 100, what: 'the next poll' },
+      );
       expect(seen).toHaveLength(1);
     } finally {
       await remove(creator, created.watchId);

@@ -3,6 +3,7 @@ import { spawn } from 'node:child_process';
 import { createWriteStream, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { dirname } from 'node:path';
+import { waitForOrGiveUp } from './wait.js';
 
 export interface Finished {
   /** The exit code; null when a signal ended it. */
@@ -77,10 +78,18 @@ export function running(pid: number): boolean {
   }
 }
 
+/** Whether `pid` is stopped by a signal (SIGSTOP: state T in /proc), as a stalled server is. */
+export function stopped(pid: number): boolean {
+  try {
+    return /^\d+ \(.*\) T/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
+
 /** The pids of `pids` still running after a few seconds (a killed child is reaped once its parent is gone). */
 export async function stillRunning(pids: number[], waitMs = 5000): Promise<number[]> {
-  const deadline = Date.now() + waitMs;
-  while (pids.some(running) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  await waitForOrGiveUp(() => !pids.some(running), { timeoutMs: waitMs, intervalMs: 100 });
   return pids.filter(running);
 }
 

@@ -1,4 +1,5 @@
 import WebSocket from 'ws';
+import { within } from './wait.js';
 
 export interface Frame {
   type: string;
@@ -53,13 +54,8 @@ export class RawSocket {
       if (left <= 0 || this.socket.readyState === WebSocket.CLOSED) {
         throw new Error(`no matching frame within ${timeoutMs} ms; queued: ${JSON.stringify(this.frames)}`);
       }
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, left);
-        this.waiters.push(() => {
-          clearTimeout(timer);
-          resolve();
-        });
-      });
+      // The next frame (or the socket's close), or the deadline: whichever comes first.
+      await within(new Promise<void>((resolve) => this.waiters.push(resolve)), left, undefined);
     }
   }
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { packageRoot } from '../../broker/paths.js';
 import { freePort } from './ports.js';
 import { createTestDatabase, type TestDatabase } from './postgres.js';
-import { waitFor } from './wait.js';
+import { waitFor, within } from './wait.js';
 
 export interface TestUnleash {
   /** The server's root (no `/api`). */
@@ -82,7 +82,7 @@ export async function startUnleash(options: UnleashOptions = {}): Promise<TestUn
     async stop() {
       const exited = new Promise((resolve) => child.once('exit', resolve));
       child.kill('SIGTERM');
-      await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 5000))]);
+      await within(exited, 5000, undefined);
       if (child.exitCode === null) child.kill('SIGKILL');
       await db.drop();
     },

@@ -84,3 +84,17 @@ export function seriesValue(
 export async function scrape(url: string): Promise<string> {
   return (await fetch(`${url}/metrics`)).text();
 }
+
+/** Waits until the verifier's series `name` for `mesh` reads `expected` (its output in the error). */
+export async function untilSeries(
+  verifier: VerifierProcess,
+  name: string,
+  mesh: string,
+  expected: number,
+  timeoutMs = 15_000,
+): Promise<void> {
+  await waitFor(async () => seriesValue(await scrape(verifier.url), name, { mesh }) === expected, {
+    timeoutMs,
+    what: `${name}{mesh="${mesh}"} = ${expected}\n${verifier.output()}`,
+  });
+}

@@ -12,7 +12,7 @@ import { helloFrame, rawSession } from '../helpers/hello.js';
 import { closeAllClients, connectPeer, createMesh, type TestMesh } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { RawSocket } from '../helpers/raw.js';
-import { waitFor } from '../helpers/wait.js';
+import { pause, waitFor, within } from '../helpers/wait.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -123,10 +123,11 @@ describe('sockets that never say hello', () => {
       return outcome === 'welcome' ? socket : undefined;
     });
     const another = await RawSocket.open(node.wsUrl);
-    const stillOpen = await Promise.race([
+    const stillOpen = await within(
       another.closed.then(() => false),
-      new Promise((resolve) => setTimeout(() => resolve(true), 300)),
-    ]);
+      300,
+      true,
+    );
     expect(stillOpen).toBe(true);
     for (const socket of [...idle, greeter, another]) socket.close();
     await goodPeersServed(node, mesh, 0, 1);
@@ -167,7 +168,8 @@ describe('one socket flooding the node with frames', () => {
     }
     // While it floods, another member's DMs still go through on the same node.
     await goodPeersServed(node, mesh, 2, 3);
-    await new Promise((resolve) => setTimeout(resolve, 1000));
+    // A second's worth handled: had the node not paced the flood, all 400 would be in by now.
+    await waitFor(() => counter.received >= BURST + RATE, { timeoutMs: 10_000, what: "a second's frames" });
     const elapsedS = (Date.now() - started) / 1000;
     const handled = counter.received;
     expect(handled).toBeGreaterThan(0);
@@ -192,7 +194,7 @@ describe('one socket flooding the node with frames', () => {
         )?.[1],
       );
     const atClose = await accepted();
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    await pause(1500, 'a window in which a gone flooder must not get more accepted: no event says "not"');
     expect((await accepted()) - atClose).toBeLessThanOrEqual(1); // at most the one being handled then
     expect(await accepted()).toBeLessThan(400 + 2); // the flood's and the good pair's DMs
   });
@@ -224,10 +226,11 @@ describe('a peer that stops reading', () => {
     // Other peers are served meanwhile.
     await goodPeersServed(node, mesh, 2, 3);
     // Before: the node buffered what the kernel would not take and closed the peer as "too slow" (1008).
-    const closedEarly = await Promise.race([
+    const closedEarly = await within(
       slow.closed.then(() => true),
-      new Promise((resolve) => setTimeout(() => resolve(false), 500)),
-    ]);
+      500,
+      false,
+    );
     expect(closedEarly).toBe(false);
     tcp.resume();
     const seen: number[] = [];

@@ -14,7 +14,7 @@ import type { AuditEntry, Frame, Message, WatchInfo, WatchTriggered } from '../.
 import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { waitFor } from '../helpers/wait.js';
+import { pause, waitFor } from '../helpers/wait.js';
 
 /** Burst 2, then 20 a minute: the burst window is 6 s (broker/rate-limits/rate-limits.ts). */
 const SEND_BURST = 2;
@@ -58,8 +58,6 @@ type Listed = Frame & { watches: WatchInfo[] };
 const auditOf = async (client: MeshClient) =>
   (await client.request<Frame & { entries: AuditEntry[] }>({ type: 'audit.query', limit: 1000 })).entries;
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 describe('schedules count against the send limit', () => {
   it('40 one-shot schedules due at once (DMs and broadcasts) deliver at most the burst; the rest are skipped as rate_limited', async () => {
     const mesh = await createMesh(node, 2);
@@ -86,7 +84,9 @@ describe('schedules count against the send limit', () => {
       },
       { timeoutMs: 15_000, what: '40 occurrences decided' },
     );
-    await sleep(300);
+    // Every occurrence is decided, so the deliveries still to come are exactly the fired ones.
+    const fired = (await auditOf(attacker)).filter((e) => e.eventType === 'schedule.fired').length;
+    await waitFor(() => got.length >= fired, { what: `${fired} fired occurrences delivered` });
     // All due within one burst window: SEND_BURST delivered (two windows at the very most).
     expect(got.length).toBeGreaterThanOrEqual(SEND_BURST);
     expect(got.length).toBeLessThanOrEqual(2 * SEND_BURST);
@@ -199,7 +199,13 @@ describe('watch notifications are bounded', () => {
     // Once the burst window refills, a later poll notifies: exactly once.
     await waitFor(() => triggered.length === 1, { timeoutMs: 20_000, what: 'the notification, later' });
     expect(triggered[0]).toMatchObject({ watchId, oldValue: null, newValue: 'ready' });
-    await sleep(5500); // one more poll: the value still matches, nothing new to say
+    // One more poll (fetched and recorded): the value still matches, nothing new to say.
+    const checked = (await creator.request<Listed>({ type: 'watch.list' })).watches[0]?.lastCheckedAt;
+    await waitFor(
+      async () =>
+        (await creator.request<Listed>({ type: 'watch.list' })).watches[0]?.lastCheckedAt !== checked,
+      { timeoutMs: 8000, intervalMs: 100, what: 'the next poll' },
+    );
     expect(triggered).toHaveLength(1);
   }, 45_000);
 });
@@ -233,7 +239,8 @@ describe('revocation stops everything the member owns', () => {
     );
     expect(revoked.status).toBe(200);
     const revokedAt = Date.now();
-    await sleep(6500); // past the watch's next poll and the one-shot's time
+    // A window in which nothing may happen: past the watch's next poll (5 s) and the one-shot's time.
+    await pause(6500, "nothing of a revoked member's may poll or fire; no event says 'not'");
     expect((site.hits.get('/revoked') ?? []).filter((t) => t > revokedAt)).toEqual([]);
     expect(got).toEqual([]);
     const rows = await db.query<{ id: string; cancelled: boolean }>(

@@ -21,7 +21,7 @@ import { closeAllClients, connectPeer, createMesh, type TestMesh } from '../help
 import { freePort } from '../helpers/ports.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { RawSocket } from '../helpers/raw.js';
-import { waitFor } from '../helpers/wait.js';
+import { pause, waitFor } from '../helpers/wait.js';
 
 const GRACE_MS = 300;
 const REDIS_PREFIX = `wbtest:abuse-sessions:${randomBytes(4).toString('hex')}:`;
@@ -208,7 +208,7 @@ describe('a session id stays bound to its member (issue 17, item 6)', () => {
         const id = randomUUID();
         expect(await bounded.bind(id, alice!)).toBe(true);
         made.push(id);
-        await new Promise((resolve) => setTimeout(resolve, 5)); // distinct last_hello_at
+        await pause(5, 'distinct last_hello_at: the order of the binds is what is tested');
       }
       const kept = await db.query<{ session_id: string }>(
         'SELECT session_id FROM session_bindings WHERE member_id = $1',
@@ -246,7 +246,7 @@ describe('the SDK tells a permanent refusal from a transient one', () => {
     expect((refused as MeshClosedError).permanent).toBe(true);
     expect(await closed).toEqual({ code: 4401, reason: 'unknown member', permanent: true });
     expect(stranger.closedBy).toEqual({ code: 4401, reason: 'unknown member', permanent: true });
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await pause(300, 'a window (many backoffs of 20 to 50 ms) in which a refused client must not reconnect');
     expect(reconnects).toEqual([]);
   });
 
@@ -297,7 +297,7 @@ describe('the SDK tells a permanent refusal from a transient one', () => {
     const events: Array<{ permanent: boolean; willReconnect: boolean }> = [];
     client.on('disconnected', (event) => events.push(event));
     client.connect().catch(() => {});
-    await new Promise((resolve) => setTimeout(resolve, 600));
+    await pause(600, 'a window (many backoffs of 10 to 30 ms) in which to count reconnects, or none');
     const outcome = { sockets, events, closedBy: client.closedBy };
     client.close();
     await new Promise<void>((resolve) => server.close(() => resolve()));

@@ -3,7 +3,7 @@ import type { Frame } from '../../protocol/frames.js';
 import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { waitFor } from '../helpers/wait.js';
+import { pause, waitFor } from '../helpers/wait.js';
 
 const TICK_MS = 100;
 const env = { CLOCK_TICK_MS: String(TICK_MS), PRESENCE_GRACE_MS: '200' };
@@ -77,7 +77,7 @@ describe('mesh clock on one node', () => {
     await a.next('frame', (f) => f.type === 'clock.tick' && (f as Tick).tick === 2);
     const paused = await a.request<Status>({ type: 'clock.pause' });
     expect(paused.paused).toBe(true);
-    await new Promise((resolve) => setTimeout(resolve, TICK_MS * 4));
+    await pause(TICK_MS * 4, 'four tick periods in which a paused clock must not tick');
     expect((await a.request<Status>({ type: 'clock.get' })).tick).toBe(paused.tick);
     const next = a.next('frame', (f) => f.type === 'clock.tick');
     const resumed = await a.request<Status>({ type: 'clock.resume' });

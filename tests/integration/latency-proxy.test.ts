@@ -9,6 +9,7 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LatencyProxy } from '../../cli/proxies/latency-proxy.js';
+import { pause } from '../helpers/wait.js';
 
 const POSTGRES = { host: '127.0.0.1', port: 5432 };
 const REDIS = { host: '127.0.0.1', port: 6379 };
@@ -66,7 +67,7 @@ describe('latency proxy in front of Postgres', () => {
       answered = true;
       return result;
     });
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await pause(300, 'a window in which nothing may pass the cut link');
     expect(answered).toBe(false);
     p.restore();
     expect((await query).rows).toEqual([{ answer: 42 }]);
@@ -113,7 +114,7 @@ describe('latency proxy in front of Redis', () => {
       answered = true;
       return reply;
     });
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await pause(300, 'a window in which nothing may pass the cut link');
     expect(answered).toBe(false);
     p.restore();
     expect(await ping).toBe('held');

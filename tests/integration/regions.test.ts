@@ -28,7 +28,7 @@ import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh, type TestMesh } from '../helpers/mesh.js';
 import { ThrowawayRedis } from '../helpers/redis-server.js';
 import { seriesValue } from '../helpers/verifier.js';
-import { waitFor } from '../helpers/wait.js';
+import { pause, waitFor } from '../helpers/wait.js';
 
 const FLAGS_ENV = 'regions';
 const PREFIX = `wbregions:${randomBytes(3).toString('hex')}:`;
@@ -199,7 +199,7 @@ describe('two regions', () => {
         await onA.send(mesh.members[1]!.pubkey, `a${i}`);
         await onB.send(mesh.members[0]!.pubkey, `b${i}`);
         await onB.peers();
-        await new Promise((resolve) => setTimeout(resolve, 25));
+        await pause(25, 'a pace that spreads the 40 rounds over both flips');
       }
     })();
     await setRegions([a, b], false);
@@ -230,8 +230,9 @@ describe('two regions', () => {
     const peerB = await connectPeer(b.wsUrl, mixed, mixed.members[1]!);
     await peerA.request({ type: 'clock.set', speed: 10 });
     const leader = await waitFor(() => clockLeader(peerA), { timeoutMs: 5000, what: 'a clock leader' });
-    // Both nodes agree on one leader (the lock on the primary is the fence whichever node tries).
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    // Both nodes agree on one leader (the lock on the primary is the fence whichever node tries), also
+    // after several ticks (200 ms apart), each a chance for the other node to take the clock.
+    for (let tick = 0; tick < 7; tick++) await peerB.next('frame', (f) => f.type === 'clock.tick', 5000);
     expect(await clockLeader(peerB)).toBe(await clockLeader(peerA));
     expect([a.nodeId, b.nodeId]).toContain(leader);
     await peerA.request({ type: 'clock.pause' });

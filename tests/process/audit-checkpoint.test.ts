@@ -27,7 +27,13 @@ import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { runWorkbench } from '../helpers/cli.js';
 import { closeAllClients, connectPeer, createMesh, type TestMesh } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { scrape, seriesValue, startVerifier, type VerifierProcess } from '../helpers/verifier.js';
+import {
+  scrape,
+  seriesValue,
+  startVerifier,
+  untilSeries,
+  type VerifierProcess,
+} from '../helpers/verifier.js';
 import { waitFor } from '../helpers/wait.js';
 
 let db: TestDatabase;
@@ -134,12 +140,8 @@ function checkpointOf(file: string): Record<string, { seq: number; hash: string 
   return JSON.parse(readFileSync(file, 'utf8')).meshes;
 }
 
-async function until(verifier: VerifierProcess, name: string, mesh: string, expected: number) {
-  await waitFor(async () => seriesValue(await scrape(verifier.url), name, { mesh }) === expected, {
-    timeoutMs: 15_000,
-    what: `${name}{mesh="${mesh}"} = ${expected}\n${verifier.output()}`,
-  });
-}
+const until = (verifier: VerifierProcess, name: string, mesh: string, expected: number) =>
+  untilSeries(verifier, name, mesh, expected, 15_000);
 
 describe('the audit verifier checkpoint (tamper evidence that survives deletion)', () => {
   it('workbench audit verify --checkpoint: a chain whose newest rows were deleted is broken, also once new events reuse their seq', async () => {
@@ -243,16 +245,15 @@ describe('the audit verifier checkpoint (tamper evidence that survives deletion)
 
     // Watch the verified seq the whole time the attack goes on.
     const seen: number[] = [];
-    let watching = true;
-    const watcher = (async () => {
-      while (watching) {
-        const value = seriesValue(await scrape(verifier.url), 'mesh_broker_audit_verifier_verified_seq', {
-          mesh: meshId,
-        });
-        if (value !== undefined) seen.push(value);
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-    })();
+    const sample = () =>
+      scrape(verifier.url).then(
+        (text) => {
+          const value = seriesValue(text, 'mesh_broker_audit_verifier_verified_seq', { mesh: meshId });
+          if (value !== undefined) seen.push(value);
+        },
+        () => {}, // a scrape still out when the watch ends
+      );
+    const watcher = setInterval(() => void sample(), 50);
 
     await deleteNewest(meshId, 11);
     await until(verifier, 'mesh_broker_audit_verifier_checkpoint_broken', meshId, 1);
@@ -270,8 +271,8 @@ describe('the audit verifier checkpoint (tamper evidence that survives deletion)
       timeoutMs: 10_000,
       what: 'two rescans',
     });
-    watching = false;
-    await watcher;
+    clearInterval(watcher);
+    await sample(); // and one look after the rescans
 
     const text = await scrape(verifier.url);
     expect(seriesValue(text, 'mesh_broker_audit_verifier_checkpoint_broken', { mesh: meshId })).toBe(1);

@@ -5,7 +5,13 @@ import { MAX_ROWS_PER_PASS } from '../../cli/verifier/follow.js';
 import { runWorkbench } from '../helpers/cli.js';
 import { inOperatorDir, writeEnvironmentFile } from '../helpers/environments.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { scrape, seriesValue, startVerifier, type VerifierProcess } from '../helpers/verifier.js';
+import {
+  scrape,
+  seriesValue,
+  startVerifier,
+  untilSeries,
+  type VerifierProcess,
+} from '../helpers/verifier.js';
 import { waitFor } from '../helpers/wait.js';
 
 let db: TestDatabase;
@@ -83,12 +89,8 @@ async function chain(meshId: string, from: number, to: number, prevHash: string)
   return hash;
 }
 
-async function until(verifier: VerifierProcess, name: string, mesh: string, expected: number) {
-  await waitFor(async () => seriesValue(await scrape(verifier.url), name, { mesh }) === expected, {
-    timeoutMs: 10_000,
-    what: `${name}{mesh="${mesh}"} = ${expected}\n${verifier.output()}`,
-  });
-}
+const until = (verifier: VerifierProcess, name: string, mesh: string, expected: number) =>
+  untilSeries(verifier, name, mesh, expected, 10_000);
 
 describe('workbench audit verify --env E', () => {
   it("verifies environment E's database with nothing but its database URL variable set", async () => {

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type NodeProcess, spawnBrokerProcess } from '../helpers/cli.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { waitFor } from '../helpers/wait.js';
+import { waitFor, within } from '../helpers/wait.js';
 
 let db: TestDatabase;
 let dir: string;
@@ -57,10 +57,7 @@ describe('crash policy of a broker process', () => {
 
   it('an uncaught exception is logged as fatal, and the node drains and exits 1', async () => {
     const node = await brokerWithFault('exception', "throw new Error('stray exception');");
-    const code = await Promise.race([
-      node.exited,
-      new Promise((resolve) => setTimeout(() => resolve('still running'), 15_000)),
-    ]);
+    const code = await within(node.exited, 15_000, 'still running');
     expect(code).toBe(1);
     const fatal = node
       .output()

@@ -4,6 +4,7 @@ import { ADMIN_TOKEN, adminOf } from '../helpers/broker.js';
 import { type NodeProcess, runWorkbench, spawnBrokerProcess } from '../helpers/cli.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { pause } from '../helpers/wait.js';
 
 let db: TestDatabase;
 let node: NodeProcess;
@@ -38,7 +39,10 @@ describe('protocol fuzzing', () => {
       // Within the send quota (10 burst, 60 a minute): one every 1.2 s.
       while (fuzzing && sent < 100) {
         await sender.send(mesh.members[1]!.pubkey, String(sent++));
-        await new Promise((resolve) => setTimeout(resolve, 1200));
+        await pause(
+          1200,
+          'a pace within the send quota (10 burst, 60 a minute): the fuzz runs beside live traffic',
+        );
       }
     })();
     const rss = [await rssBytes()];

@@ -117,8 +117,14 @@ describe('a streaming replica through the latency proxy', () => {
       const before = await primary.currentLsn();
       await primary.query("INSERT INTO notes (body) SELECT repeat('y', 500) FROM generate_series(1, 3000)");
       const after = await primary.currentLsn();
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      const cut = await replica.lag();
+      // The age of the last replayed transaction grows while the link is cut: it passes 300 ms.
+      const cut = await waitFor(
+        async () => {
+          const lag = await replica.lag();
+          return lag.ms !== null && lag.ms >= 300 ? lag : undefined;
+        },
+        { timeoutMs: 10_000, what: 'the replica 300 ms behind' },
+      );
       const { rows } = await primary.query<{ b: string }>('SELECT pg_wal_lsn_diff($1, $2)::text AS b', [
         after,
         before,

@@ -16,7 +16,7 @@ import { ThrowawayPostgres } from '../helpers/pg-cluster.js';
 import { canRunAsPid1, namespaceInitPid, spawnAsPid1 } from '../helpers/pid-namespace.js';
 import { freePort } from '../helpers/ports.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { waitFor } from '../helpers/wait.js';
+import { waitFor, within } from '../helpers/wait.js';
 
 let db: TestDatabase;
 let dir: string;
@@ -110,10 +110,7 @@ async function broker(env: Record<string, string>, options: { asPid1?: boolean }
 
 /** The exit code, or 'still running' when the process has not ended within `ms`. */
 function exitWithin(node: Broker, ms: number): Promise<number | string | null> {
-  return Promise.race([
-    node.exited,
-    new Promise<string>((resolve) => setTimeout(resolve, ms, 'still running')),
-  ]);
+  return within(node.exited, ms, 'still running');
 }
 
 const healthy = (port: number) =>

@@ -9,7 +9,7 @@ import {
   LatencyProxyOptionError,
   type LatencyProxyOptions,
 } from '../../cli/proxies/latency-proxy.js';
-import { waitFor } from '../helpers/wait.js';
+import { pause, waitFor } from '../helpers/wait.js';
 
 /** A loaded 2-core machine adds scheduling delay on top of the proxy's: a generous upper slack. */
 const SLACK_MS = 200;
@@ -143,7 +143,7 @@ describe('latency proxy: delay', () => {
       const line = `${i},`;
       sent.push(line);
       socket.write(line);
-      await new Promise((resolve) => setTimeout(resolve, 1));
+      await pause(1, 'writes about a millisecond apart, far less than the jitter: the order under test');
     }
     const expected = sent.join('');
     await waitFor(() => text(socket).length >= expected.length, { timeoutMs: 10_000, what: 'every echo' });
@@ -166,7 +166,7 @@ describe('latency proxy: cut and restore', () => {
     open.write('during-2;');
     const late = await client(p.port); // the proxy's listener answers; nothing goes further
     late.write('hello from a new connection');
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await pause(300, 'a window in which nothing may pass the cut link');
     expect(echo.received).toBe(receivedBefore);
     expect(echo.connections).toBe(connectionsBefore);
     expect(text(open)).toBe('before;');
@@ -195,7 +195,7 @@ describe('latency proxy: cut and restore', () => {
     socket.destroy();
     await waitFor(() => p.stats().open === 0, { what: 'released' });
     p.restore();
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await pause(100, 'a window in which a released connection must not reach upstream');
     expect(echo.connections).toBe(connectionsBefore);
   });
 
@@ -271,7 +271,7 @@ describe('latency proxy: back-pressure', () => {
     let peak = 0;
     for (let i = 0; i < 20; i++) {
       peak = Math.max(peak, p.stats().bufferedBytes);
-      await new Promise((resolve) => setTimeout(resolve, 25));
+      await pause(25, 'the buffer sampled over half a second');
     }
     // The proxy stopped reading at its limit (plus at most the one socket read that crossed it)…
     expect(peak).toBeGreaterThan(0);

@@ -16,6 +16,7 @@ import {
 import { createLogger } from '../../broker/log.js';
 import { MAX_REPLY_BYTES, serializeReply } from '../../broker/ws/gateway.js';
 import { ProtocolError } from '../../protocol/errors.js';
+import { pause } from '../helpers/wait.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -93,7 +94,7 @@ describe('whenDrained', () => {
     const waiting = c.whenDrained().then(() => {
       drained = true;
     });
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await pause(20, 'a window in which a poll would have resolved it');
     expect(drained).toBe(false);
     socket.bufferedAmount = 0;
     socket._socket.emit('drain');

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { Logger } from '../../broker/log.js';
 import type { Lifecycle } from '../../broker/rows/lifecycle.js';
 import { Switch } from '../../broker/rows/switch.js';
+import { pause, waitFor } from '../helpers/wait.js';
 
 const log = { warn: () => {}, error: () => {}, info: () => {} } as unknown as Logger;
 
@@ -33,7 +34,7 @@ class Recorder implements Lifecycle {
   async work(delayMs: number): Promise<string> {
     if (!this.active) throw new Error(`${this.name} called while inactive`);
     this.calls++;
-    await new Promise((resolve) => setTimeout(resolve, delayMs));
+    await pause(delayMs, 'a call that takes a while, so that moves happen under it');
     if (!this.active) throw new Error(`${this.name} deactivated under a running call`);
     return this.name;
   }
@@ -141,7 +142,9 @@ describe('a row switch', () => {
     });
     for (let flip = 0; flip < 50; flip++) {
       await row.select(flip % 2 === 0 ? 'shared' : 'local');
-      await new Promise((resolve) => setTimeout(resolve, 2)); // let calls run between moves
+      // Calls run between moves.
+      const answered = results.length;
+      await waitFor(() => results.length > answered, { intervalMs: 1, what: 'a call between two moves' });
     }
     calling = false;
     await Promise.all(callers); // a call on an inactive side would have rejected here

@@ -1,0 +1,27 @@
+/**
+ * The test files of `npm run test:slow` (vitest project `slow`, vitest.config.ts): each needs minutes on
+ * this two-core machine, for a reason it cannot shed without checking less. CI (.ci/run) runs them after
+ * `npm test`; every other file is in `npm test` (project `fast`). The README's § Tests says the same.
+ * Figures: a full run on 2026-12-02 on two cores shared with other work (about twice an idle machine's).
+ */
+export const SLOW_TEST_FILES: string[] = [
+  // The whole promotion, phase by phase, each with its smoke checks and a rollback: 845 s.
+  'tests/cluster/promote.test.ts',
+  // The 18 smoke checks against a real cluster of every phase, the node-failure checks killing nodes: 438 s.
+  'tests/cluster/smoke.test.ts',
+  // `workbench chaos`: its own Postgres and redis-server, a seeded fault schedule under load (180 s limit).
+  'tests/cluster/chaos.test.ts',
+  // A real unleash-server (its start alone takes most of a minute) and a node's backoff: 119 s and 104 s.
+  'tests/process/unleash-auth.test.ts',
+  'tests/process/unleash.test.ts',
+  // `workbench fuzz` beside paced live traffic (the send quota sets the pace), memory sampled: 108 s.
+  'tests/process/fuzz.test.ts',
+  // docker-compose (Python, about a second of CPU a run) run 75 times over every phase's files: 104 s.
+  'tests/unit/compose-files.test.ts',
+  // `workbench up` on a throw-away six-process Redis Cluster, nodes started again: 94 s.
+  'tests/cluster/local-redis-cluster.test.ts',
+  // `workbench load` runs of many peers with their delivery checks: 81 s.
+  'tests/cluster/load.test.ts',
+  // `workbench up --phase 4`, two regions each with its own Postgres made by initdb, interrupted: 77 s.
+  'tests/cluster/regions-interrupt.test.ts',
+];
