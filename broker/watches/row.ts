@@ -2,33 +2,37 @@
  * Row "urlWatches" (flag `ha.watches`, docs/watches.md): who polls URL watches. Background work: while
  * local, it runs only where the active lease allows it.
  */
-import type { Delivery } from '../delivery/delivery.js';
-import type { RateLimits } from '../rate-limits/rate-limits.js';
-import type { WithRegions } from '../regions/regions.js';
-import type { RowContext } from '../rows/context.js';
-import { defineRow } from '../rows/row.js';
+import { deliveryRow } from '../delivery/row.js';
+import { rateLimitsRow } from '../rate-limits/row.js';
+import { regionsRow } from '../regions/row.js';
+import { defineRow, type RowParts } from '../rows/row.js';
 import { notifyWatch } from './notify.js';
 import { WatchPoller } from './poller.js';
 import type { WatchRunner } from './runner.js';
 import { LocalWatchRunner } from './runner.local.js';
 import { SharedWatchRunner } from './runner.shared.js';
 
-export interface WatchDeps extends RowContext, WithRegions {
-  delivery: Delivery;
-  /** The send limit every notification takes from (docs/watches.md § Bounds of a notification). */
-  limits: RateLimits;
-}
-
-export const watchesRow = defineRow<WatchRunner, WatchDeps>({
+export const watchesRow = defineRow({
+  name: 'watches',
   flag: 'ha.watches',
   metric: 'mesh_broker_watch_notifications_total',
   doc: 'docs/watches.md',
   background: true,
-  build: ({ config, pool, log, metrics, messages, watchStore, delivery, limits, regions }) => {
+  uses: ['config', 'pool', 'log', 'metrics', 'watchStore'],
+  // Notifications are sent as a `send` is and take from the send limit (docs/watches.md § Bounds of a
+  // notification); regions say who polls.
+  needs: { delivery: deliveryRow, limits: rateLimitsRow, regions: regionsRow },
+  build: ({ config, pool, log, metrics, watchStore, delivery, limits, regions }): RowParts<WatchRunner> => {
     // One poller: the two runners only decide which watches this node polls.
     const poller = new WatchPoller(
       watchStore,
-      notifyWatch({ messages, delivery, limits, metrics, maxBodyBytes: config.maxBodyBytes }),
+      notifyWatch({
+        messages: delivery.messages,
+        delivery: delivery.view,
+        limits: limits.view,
+        metrics,
+        maxBodyBytes: config.maxBodyBytes,
+      }),
       {
         timeoutMs: config.watchFetchTimeoutMs,
         maxBytes: config.watchMaxBytes,
@@ -44,7 +48,7 @@ export const watchesRow = defineRow<WatchRunner, WatchDeps>({
       nodeId: config.nodeId,
       leaseMs: config.nodeDeadMs,
       nodeDeadMs: config.nodeDeadMs,
-      homeRule: regions,
+      homeRule: regions.view,
       log,
     });
     return {
