@@ -19,7 +19,6 @@ import { createSinks, type PresenceFollowUps } from './node/sinks.js';
 import { runSteps, StartupError, type Step } from './node/steps.js';
 import { RedisGuard } from './redis/guard.js';
 import type { RowReconciler } from './rows/reconciler.js';
-import { ScheduleStore } from './schedules/store.js';
 import { WatchStore } from './watches/store.js';
 
 export { StartupError } from './node/steps.js';
@@ -74,9 +73,8 @@ async function assembleNode(
   const { pool, readPool, redis, counters, pubsub, bus } = infrastructure;
   const connections = new ConnectionRegistry();
   const directory = new Directory(pool);
-  const schedules = new ScheduleStore(pool);
   const watchStore = new WatchStore(pool);
-  const node = { config, pool, log, metrics, bus, connections, directory, schedules, watchStore };
+  const node = { config, pool, log, metrics, bus, connections, directory, watchStore };
   // Presence's sinks audit and end sessions through what is built after them.
   const followUps: PresenceFollowUps = {};
   const sinks = createSinks(connections, config.nodeId, followUps);

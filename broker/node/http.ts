@@ -91,6 +91,7 @@ export async function createHttp(options: HttpOptions): Promise<FastifyInstance>
     // connected anywhere; its sends are refused by the store whatever node it is on).
     onHomeRegionSet: (meshId, change) =>
       rows.audit.record({ meshId, eventType: 'mesh.home_region_set', actor: 'admin', payload: change }),
+    endOwnedWork: (member) => rows.set.memberRevoked(member),
     onRevoked: async (member) => {
       await sessions.endMemberSessions(member.id);
       await bus.publishToMesh(member.meshId, 'member.revoked', { memberId: member.id });

@@ -16,9 +16,6 @@ import type { Logger } from '../log.js';
 import type { BrokerMetrics } from '../metrics.js';
 import type { NodeRows } from '../modules.js';
 import { regionsRow } from '../regions/row.js';
-import { registerScheduleFrames } from '../schedules/frames.js';
-import { schedulerRow } from '../schedules/row.js';
-import type { ScheduleStore } from '../schedules/store.js';
 import { registerWatchFrames } from '../watches/frames.js';
 import { watchesRow } from '../watches/row.js';
 import type { WatchStore } from '../watches/store.js';
@@ -32,7 +29,6 @@ export interface SessionsOptions {
   metrics: BrokerMetrics;
   connections: ConnectionRegistry;
   directory: Directory;
-  schedules: ScheduleStore;
   watchStore: WatchStore;
   rows: NodeRows;
 }
@@ -51,15 +47,6 @@ function createRouter(options: SessionsOptions): Router {
   const router = new Router();
   rows.set.serveFrames(router);
   const regions = rows.set.get(regionsRow).view;
-  registerScheduleFrames(router, {
-    store: options.schedules,
-    lists: regions,
-    scheduler: rows.set.get(schedulerRow).view,
-    directory: options.directory,
-    audit: rows.audit,
-    maxPerMember: config.scheduleMaxPerMember,
-    maxBodyBytes: config.maxBodyBytes,
-  });
   registerWatchFrames(router, {
     store: options.watchStore,
     lists: regions,

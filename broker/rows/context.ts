@@ -13,7 +13,6 @@ import type { BrokerMetrics } from '../metrics.js';
 import type { PresenceEvents } from '../presence/presence.js';
 import type { RedisClient } from '../redis/clients.js';
 import type { RedisGuard } from '../redis/guard.js';
-import type { ScheduleStore } from '../schedules/store.js';
 import type { StreamSink } from '../streams/streams.js';
 import type { WatchStore } from '../watches/store.js';
 
@@ -39,7 +38,6 @@ export interface NodeServices {
   connections: ConnectionRegistry;
   /** Meshes and members (the admin API's and the hello's directory). */
   directory: Directory;
-  schedules: ScheduleStore;
   watchStore: WatchStore;
   sinks: Sinks;
   /** The Redis of the shared counters (rate limits, cap, nonces): REDIS_COUNTERS_URL's, else the node's. */

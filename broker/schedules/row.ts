@@ -1,6 +1,7 @@
 /**
  * Row "scheduledMessages" (flag `ha.schedules`, docs/schedules.md): who arms and fires scheduled
- * messages. Background work: while local, it runs only where the active lease allows it.
+ * messages. Background work: while local, it runs only where the active lease allows it. The row owns its
+ * store, its frames (`schedule.create|cancel|list`) and the cancelling of a revoked member's schedules.
  */
 import { auditRow } from '../audit/row.js';
 import { deliveryRow } from '../delivery/row.js';
@@ -8,9 +9,11 @@ import { rateLimitsRow } from '../rate-limits/row.js';
 import { regionsRow } from '../regions/row.js';
 import { defineRow, type RowParts } from '../rows/row.js';
 import { fireOccurrence } from './fire.js';
+import { registerScheduleFrames } from './frames.js';
 import type { Scheduler } from './scheduler.js';
 import { LocalScheduler } from './scheduler.local.js';
 import { SharedScheduler } from './scheduler.shared.js';
+import { ScheduleStore } from './store.js';
 
 export const schedulerRow = defineRow({
   name: 'schedules',
@@ -18,21 +21,22 @@ export const schedulerRow = defineRow({
   metric: 'mesh_broker_schedule_fires_total',
   doc: 'docs/schedules.md',
   background: true,
-  uses: ['config', 'pool', 'log', 'metrics', 'schedules'],
+  uses: ['config', 'pool', 'log', 'metrics', 'directory'],
   // Occurrences are sent as a `send` is (delivery's store and wake-ups), take from the send limit
-  // (docs/schedules.md § Send limit) and are audited; regions say who fires.
+  // (docs/schedules.md § Send limit) and are audited; regions say where lists read and who fires.
   needs: { delivery: deliveryRow, audit: auditRow, limits: rateLimitsRow, regions: regionsRow },
   build: ({
     config,
     pool,
     log,
     metrics,
-    schedules,
+    directory,
     delivery,
     audit,
     limits,
     regions,
   }): RowParts<Scheduler> => {
+    const store = new ScheduleStore(pool);
     const fireOptions = {
       messages: delivery.messages,
       delivery: delivery.view,
@@ -42,15 +46,30 @@ export const schedulerRow = defineRow({
       log,
     };
     return {
-      local: new LocalScheduler(schedules, fireOccurrence(fireOptions), log),
+      local: new LocalScheduler(store, fireOccurrence(fireOptions), log),
       shared: new SharedScheduler({
         ...fireOptions,
         pool,
-        store: schedules,
+        store,
         nodeId: config.nodeId,
         pollMs: config.schedulePollMs,
         homeRule: regions.view,
       }),
+      frames: (routes, scheduler) =>
+        registerScheduleFrames(routes, {
+          store,
+          lists: regions.view,
+          scheduler,
+          directory,
+          audit: audit.view,
+          maxPerMember: config.scheduleMaxPerMember,
+          maxBodyBytes: config.maxBodyBytes,
+        }),
+      // Every scheduler re-reads a schedule before it fires it and skips a revoked member's: cancelling
+      // them in Postgres stops them on every node.
+      memberRevoked: async (member) => {
+        await store.cancelMemberSchedules(member.id);
+      },
     };
   },
 });
