@@ -19,7 +19,6 @@ import { createSinks, type PresenceFollowUps } from './node/sinks.js';
 import { runSteps, StartupError, type Step } from './node/steps.js';
 import { RedisGuard } from './redis/guard.js';
 import type { RowReconciler } from './rows/reconciler.js';
-import { WatchStore } from './watches/store.js';
 
 export { StartupError } from './node/steps.js';
 
@@ -73,8 +72,7 @@ async function assembleNode(
   const { pool, readPool, redis, counters, pubsub, bus } = infrastructure;
   const connections = new ConnectionRegistry();
   const directory = new Directory(pool);
-  const watchStore = new WatchStore(pool);
-  const node = { config, pool, log, metrics, bus, connections, directory, watchStore };
+  const node = { config, pool, log, metrics, bus, connections, directory };
   // Presence's sinks audit and end sessions through what is built after them.
   const followUps: PresenceFollowUps = {};
   const sinks = createSinks(connections, config.nodeId, followUps);

@@ -9,7 +9,6 @@ import { z } from 'zod';
 import { hex, parseWith, storableText, uuid } from '../../protocol/parse.js';
 import type { Pool } from '../db/pool.js';
 import type { Directory, Member } from '../identity/directory.js';
-import { WatchStore } from '../watches/store.js';
 
 export interface AdminOptions {
   adminToken: string;
@@ -60,17 +59,6 @@ function publicMember(member: Member) {
     createdAt: member.createdAt,
     revokedAt: member.revokedAt,
   };
-}
-
-/**
- * Revocation stops the background work the member owns, on every node: the rows end it in Postgres (its
- * schedules cancelled, its watches ended), which every scheduler and watch poller re-reads before it fires
- * or fetches (and both already skip a revoked member's rows, so a create racing the revocation is
- * covered). Its sessions are closed by `onRevoked`, here and over the bus.
- */
-async function endOwnedWork(options: AdminOptions, member: Member): Promise<void> {
-  await options.endOwnedWork(member);
-  await new WatchStore(options.pool).endMemberWatches(member.id);
 }
 
 export function registerAdmin(app: FastifyInstance, options: AdminOptions): void {
@@ -133,7 +121,11 @@ export function registerAdmin(app: FastifyInstance, options: AdminOptions): void
       const member = await directory.revokeMember(meshId, pubkey);
       if (!member)
         return reply.code(404).send({ error: 'not_found', message: `no member ${pubkey} in ${meshId}` });
-      await endOwnedWork(options, member);
+      // Revocation stops the background work the member owns, on every node: the rows end it in Postgres
+      // (its schedules cancelled, its watches ended), which every scheduler and watch poller re-reads
+      // before it fires or fetches (and both already skip a revoked member's rows, so a create racing the
+      // revocation is covered). Its sessions are closed by `onRevoked`, here and over the bus.
+      await options.endOwnedWork(member);
       await options.onRevoked(member);
       return publicMember(member);
     });

@@ -15,10 +15,6 @@ import type { Directory } from '../identity/directory.js';
 import type { Logger } from '../log.js';
 import type { BrokerMetrics } from '../metrics.js';
 import type { NodeRows } from '../modules.js';
-import { regionsRow } from '../regions/row.js';
-import { registerWatchFrames } from '../watches/frames.js';
-import { watchesRow } from '../watches/row.js';
-import type { WatchStore } from '../watches/store.js';
 import { Gateway } from '../ws/gateway.js';
 import { Router } from '../ws/router.js';
 
@@ -29,7 +25,6 @@ export interface SessionsOptions {
   metrics: BrokerMetrics;
   connections: ConnectionRegistry;
   directory: Directory;
-  watchStore: WatchStore;
   rows: NodeRows;
 }
 
@@ -42,20 +37,9 @@ export interface Sessions {
 }
 
 /** Every row's frames, and `ping` → `pong` (a peer's check of the path to its node, end to end). */
-function createRouter(options: SessionsOptions): Router {
-  const { config, rows } = options;
+function createRouter(rows: NodeRows): Router {
   const router = new Router();
   rows.set.serveFrames(router);
-  const regions = rows.set.get(regionsRow).view;
-  registerWatchFrames(router, {
-    store: options.watchStore,
-    lists: regions,
-    runner: rows.set.get(watchesRow).view,
-    audit: rows.audit,
-    nodeId: config.nodeId,
-    limits: { perMember: config.watchMaxPerMember, perMesh: config.watchMaxPerMesh },
-    allowPrivate: config.watchAllowPrivate,
-  });
   router.on('ping', pingFrame, async () => ({ type: 'pong', ts: Date.now() }));
   return router;
 }
@@ -74,7 +58,7 @@ function createGateway(options: SessionsOptions): Gateway {
     presence: rows.presence,
     cap: rows.cap,
     connections,
-    router: createRouter(options),
+    router: createRouter(rows),
     metrics,
     log,
     pendingPerAddress: config.helloPendingPerAddress,

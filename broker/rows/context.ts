@@ -14,7 +14,6 @@ import type { PresenceEvents } from '../presence/presence.js';
 import type { RedisClient } from '../redis/clients.js';
 import type { RedisGuard } from '../redis/guard.js';
 import type { StreamSink } from '../streams/streams.js';
-import type { WatchStore } from '../watches/store.js';
 
 /** What the rows deliver through: the node's sockets, reached by session or by mesh. */
 export interface Sinks {
@@ -38,7 +37,6 @@ export interface NodeServices {
   connections: ConnectionRegistry;
   /** Meshes and members (the admin API's and the hello's directory). */
   directory: Directory;
-  watchStore: WatchStore;
   sinks: Sinks;
   /** The Redis of the shared counters (rate limits, cap, nonces): REDIS_COUNTERS_URL's, else the node's. */
   redis: RedisClient;
