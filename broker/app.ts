@@ -1,33 +1,26 @@
 /**
  * The composition root of a broker node: infrastructure (node/infrastructure.ts), the state rows
- * (modules.ts) moved by the flags, the peer side (node/sessions.ts) and the HTTP side (node/http.ts),
- * started in one ordered list and stopped in its reverse. Feature modules only register their frames;
- * none of them knows another.
+ * (modules.ts: each row wires itself from its folder) moved by the flags, the peer side (node/sessions.ts)
+ * and the HTTP side (node/http.ts), started in one ordered list and stopped in its reverse (node/steps.ts).
  */
 import type { FastifyInstance } from 'fastify';
-import { recordFlagChange } from '../flags/changes.js';
-import { subscribeRefresh } from '../flags/refresh-bus.js';
-import { CloseCode } from '../protocol/errors.js';
 import type { BrokerConfig } from './config.js';
 import { ConnectionRegistry } from './connections/registry.js';
-import { Retention } from './delivery/retention.js';
-import { MessageStore } from './delivery/store.js';
-import { flagChangeLedger } from './flag-changes.js';
-import { createFlagProvider } from './flag-provider.js';
-import { FlagRuntime } from './flag-runtime.js';
 import { Directory } from './identity/directory.js';
 import { createLogger, type Logger } from './log.js';
 import { NodeHeartbeat } from './membership/heartbeat.js';
 import { BrokerMetrics } from './metrics.js';
-import { createModules, type StateModules } from './modules.js';
+import { createModules } from './modules.js';
+import { createNodeFlags, subscribeFlagPushes } from './node/flags.js';
 import { createHttp } from './node/http.js';
 import { type Infrastructure, openInfrastructure } from './node/infrastructure.js';
-import { createSessions, type Sessions } from './node/sessions.js';
-import type { PresenceFrame } from './presence/presence.js';
+import { createSessions } from './node/sessions.js';
+import { createSinks, type PresenceFollowUps } from './node/sinks.js';
+import { runSteps, StartupError, type Step } from './node/steps.js';
 import { RedisGuard } from './redis/guard.js';
 import type { RowReconciler } from './rows/reconciler.js';
-import { ScheduleStore } from './schedules/store.js';
-import { WatchStore } from './watches/store.js';
+
+export { StartupError } from './node/steps.js';
 
 export interface BrokerNode {
   readonly nodeId: string;
@@ -45,24 +38,6 @@ export interface BrokerNode {
 export interface StartOptions {
   /** Replaces the JSON logger (tests pass a silent one). */
   log?: Logger;
-}
-
-/** One step of the node's life: started in list order, stopped in reverse. */
-interface Step {
-  name: string;
-  start?: () => Promise<void>;
-  stop?: () => Promise<void>;
-}
-
-/** A start that failed: which step, and why (the cause's message, so the one line an operator sees says it). */
-export class StartupError extends Error {
-  constructor(
-    readonly step: string,
-    cause: unknown,
-  ) {
-    super(`start-up failed (${step}): ${(cause as Error)?.message ?? String(cause)}`, { cause });
-    this.name = 'StartupError';
-  }
 }
 
 /**
@@ -97,140 +72,25 @@ async function assembleNode(
   const { pool, readPool, redis, counters, pubsub, bus } = infrastructure;
   const connections = new ConnectionRegistry();
   const directory = new Directory(pool);
-  const messages = new MessageStore(pool, {
-    backlogMax: config.backlogMax,
-    onBatch: (kind, size) => metrics.commitBatch.observe({ kind }, size),
-  });
-  const schedules = new ScheduleStore(pool);
-  const retention = new Retention({
-    pool,
-    messageRetentionMs: config.messageRetentionMs,
-    backlogMaxAgeMs: config.backlogMaxAgeMs,
-    intervalMs: config.retentionIntervalMs,
-    removed: (what, count) => metrics.retentionDeleted.inc({ what }, count),
-    log,
-  });
-  const watchStore = new WatchStore(pool);
-
-  // The one inbound path: every row reaches this node's sockets through these sinks. A frame for many
-  // sockets (ticks, presence events, stream data) is serialized once, not per socket: fan-out is the
-  // hottest path of a node.
-  const toMesh = (meshId: string, frame: object, exceptSession?: string) => {
-    const text = JSON.stringify(frame);
-    for (const connection of connections.ofMesh(meshId)) {
-      if (connection.identity?.sessionId !== exceptSession) connection.sendText(text);
-    }
-  };
-  // Presence events this node originates also audit and, on a leave, end what the session held here.
-  let modules: StateModules | undefined;
-  let sessions: Sessions | undefined;
-  const onPresence = (meshId: string, frame: PresenceFrame) => {
-    toMesh(meshId, frame, frame.sessionId);
-    if (frame.type === 'peer.status') return;
-    modules?.audit.record({
-      meshId,
-      eventType: frame.type,
-      actor: frame.pubkey,
-      payload: { sessionId: frame.sessionId, node: config.nodeId },
-    });
-    if (frame.type === 'peer.left') void sessions?.sessionEnded(meshId, frame.sessionId);
-  };
-
+  const node = { config, pool, log, metrics, bus, connections, directory };
+  // Presence's sinks audit and end sessions through what is built after them.
+  const followUps: PresenceFollowUps = {};
+  const sinks = createSinks(connections, config.nodeId, followUps);
   const rows = createModules({
-    config,
-    pool,
-    log,
-    metrics,
-    connections,
-    messages,
-    schedules,
-    watchStore,
+    ...node,
     readPool,
+    sinks,
     redis: counters,
     redisGuard: new RedisGuard(counters),
-    bus,
-    sinks: {
-      presenceEvents: onPresence,
-      presenceRelay: (meshId, frame) => {
-        toMesh(meshId, frame, frame.sessionId);
-        // A session's end announced by another node: its grace may have run out there (it moved, then
-        // left), or another node's reaper deleted the row before this node's grace timer fired. Either way
-        // this node may still hold something of it (a stream subscription, a hosted MCP server, a watch), so
-        // it ends what it holds too. The shared state was cleaned where the leave originated; these hooks
-        // are idempotent there. A session connected here again is alive: nothing of it ends.
-        if (frame.type === 'peer.left' && !connections.session(frame.sessionId))
-          void sessions?.sessionEnded(meshId, frame.sessionId);
-      },
-      kickLocal: (sessionId) =>
-        connections
-          .session(sessionId)
-          ?.close(CloseCode.sessionReplaced, 'session replaced by a newer connection'),
-      toSession: (sessionId, frame) => connections.session(sessionId)?.send(frame),
-      toMesh,
-      streams: (sessionIds, frame) => {
-        const text = JSON.stringify(frame);
-        for (const sessionId of sessionIds) connections.session(sessionId)?.sendText(text);
-      },
-    },
   });
-  modules = rows.modules;
+  followUps.audit = rows.audit;
   const { reconciler } = rows;
-
   let heartbeat: NodeHeartbeat | undefined;
-  const flags = new FlagRuntime({
-    environment: config.flagsEnv,
-    provider: createFlagProvider(config),
-    reconciler,
-    metrics,
-    log,
-    onChange: (changed, snapshot, initial) => {
-      heartbeat?.beatNow();
-      // A hand edit of the file has no author: the first node to see it change records it (once,
-      // cluster-wide). What a node reads when it starts is not a change (it may be a stray copy).
-      if (snapshot.source !== 'file' || initial) return;
-      for (const { flag, value } of changed) {
-        recordFlagChange(flagChangeLedger(pool), {
-          environment: config.flagsEnv,
-          flag,
-          value,
-          actor: `node:${config.nodeId}`,
-          // A change of a boolean: it was the other value (what this node acted on until now).
-          previous: !value,
-        }).catch((error) => log.warn({ err: error, flag }, 'could not record a flag change'));
-      }
-    },
-  });
-
-  sessions = createSessions({
-    config,
-    pool,
-    bus,
-    log,
-    metrics,
-    connections,
-    directory,
-    messages,
-    schedules,
-    watchStore,
-    modules,
-    sessionHooks: rows.sessionHooks,
-  });
+  const flags = createNodeFlags({ ...node, reconciler, changed: () => heartbeat?.beatNow() });
+  const sessions = createSessions({ ...node, rows });
+  followUps.sessionEnded = sessions.sessionEnded;
   let draining = false;
-  const app = await createHttp({
-    config,
-    pool,
-    redis,
-    bus,
-    log,
-    metrics,
-    directory,
-    modules,
-    sessions,
-    flags,
-    reconciler,
-    draining: () => draining,
-  });
-  const gateway = sessions.gateway;
+  const app = await createHttp({ ...node, redis, rows, sessions, flags, draining: () => draining });
   let url = '';
 
   const steps: Step[] = [
@@ -238,15 +98,8 @@ async function assembleNode(
     // The first snapshot activates every row (boot), background work where the gate allows it.
     { name: 'rows', start: () => flags.start(), stop: () => reconciler.close() },
     { name: 'flag source', stop: () => flags.close() },
-    { name: 'retention', start: async () => retention.start(), stop: () => retention.stop() },
-    {
-      name: 'flag pushes',
-      // A connection of its own (subscriber mode), queueing the subscribe until it is connected.
-      start: async () =>
-        subscribeRefresh(pubsub, config.redisKeyPrefix, config.flagsEnv, () => flags.refresh()).catch(
-          (error) => log.warn({ err: error }, 'flags: no push subscription (the poll still applies changes)'),
-        ),
-    },
+    { name: 'row work', start: async () => rows.set.startNodeWork(), stop: () => rows.set.stopNodeWork() },
+    { name: 'flag pushes', start: () => subscribeFlagPushes(pubsub, config, flags, log) },
     {
       name: 'http',
       start: async () => {
@@ -257,15 +110,9 @@ async function assembleNode(
     {
       name: 'heartbeat',
       start: async () => {
-        heartbeat = new NodeHeartbeat(
-          pool,
-          config.nodeId,
-          url,
-          config.heartbeatMs,
-          log,
-          () => ({ environment: config.flagsEnv, flags: flags.report() }),
-          config.region ?? null,
-        );
+        const report = () => ({ environment: config.flagsEnv, flags: flags.report() });
+        const region = config.region ?? null;
+        heartbeat = new NodeHeartbeat(pool, config.nodeId, url, config.heartbeatMs, log, report, region);
         await heartbeat.start();
       },
       stop: async () => heartbeat?.stop(),
@@ -276,32 +123,11 @@ async function assembleNode(
         draining = true;
         if (!url) return; // never listened (a failed start): no peer to drain
         log.info('draining: closing every peer with 1001');
-        await gateway.drain(config.drainTimeoutMs);
+        await sessions.gateway.drain(config.drainTimeoutMs);
       },
     },
   ];
-  let stopping: Promise<void> | undefined;
-  const stop = () => {
-    stopping ??= (async () => {
-      for (const step of [...steps].reverse()) {
-        await step.stop?.().catch((error) => log.warn({ err: error, step: step.name }, 'stopping failed'));
-      }
-      log.info('node stopped');
-    })();
-    return stopping;
-  };
-  for (const step of steps) {
-    try {
-      await step.start?.();
-    } catch (error) {
-      // Every step's stop is safe on what never started; stopping them all also covers a step that
-      // started half (a flag provider whose client exists, a socket that is bound).
-      log.warn({ step: step.name }, 'start-up failed; closing what was opened');
-      await stop();
-      throw new StartupError(step.name, error);
-    }
-  }
+  const stop = await runSteps(steps, log);
   log.info({ url, ws: `${url.replace(/^http/, 'ws')}/ws` }, 'broker node listening');
-
   return { nodeId: config.nodeId, url, app, log, metrics, events: reconciler, stop };
 }

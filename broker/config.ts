@@ -249,8 +249,8 @@ function checkRegionCombinations(env: Env, region: string | undefined, remotes: 
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
-/** Every variable the broker reads, with its default; the README's configuration table mirrors this. */
-export function loadConfig(env: Env = process.env): BrokerConfig {
+/** Where the node listens and who may administer it, checked in this order. */
+function nodeAndAccess(env: Env) {
   const port = int(env, 'PORT', 8080, 0, 65535);
   const nodeId = str(env, 'NODE_ID', `${hostname()}-${port}`);
   if (!/^[A-Za-z0-9._-]{1,64}$/.test(nodeId)) {
@@ -269,6 +269,11 @@ export function loadConfig(env: Env = process.env): BrokerConfig {
   const logLevel = str(env, 'LOG_LEVEL', 'info');
   if (!LOG_LEVELS.includes(logLevel))
     throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
+  return { port, nodeId, adminToken, adminTokenPrevious, logLevel };
+}
+
+/** Where the node reads its flags, checked in this order. */
+function flagSource(env: Env) {
   const flagsEnv = str(env, 'FLAGS_ENV', 'local');
   if (!/^[A-Za-z0-9_-]{1,64}$/.test(flagsEnv))
     throw new ConfigError('FLAGS_ENV', 'must be 1-64 letters, digits, "_" or "-"');
@@ -279,6 +284,13 @@ export function loadConfig(env: Env = process.env): BrokerConfig {
   const unleashUrl = env.UNLEASH_URL ? url(env, 'UNLEASH_URL', '', ['http:', 'https:']) : undefined;
   if (flagsProvider === 'unleash' && !unleashUrl)
     throw new ConfigError('UNLEASH_URL', 'is required with FLAGS_PROVIDER=unleash');
+  return { flagsEnv, flagsProvider, unleashUrl } as const;
+}
+
+/** Every variable the broker reads, with its default; the README's configuration table mirrors this. */
+export function loadConfig(env: Env = process.env): BrokerConfig {
+  const { port, nodeId, adminToken, adminTokenPrevious, logLevel } = nodeAndAccess(env);
+  const { flagsEnv, flagsProvider, unleashUrl } = flagSource(env);
   const heartbeatMs = int(env, 'HEARTBEAT_MS', 15_000, 100, 300_000);
   const maxFrameBytes = int(env, 'MAX_FRAME_BYTES', 64 * 1024, 1024, 16 * 1024 * 1024);
   const databaseUrl = url(env, 'DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/meshbroker', [

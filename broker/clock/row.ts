@@ -1,16 +1,20 @@
 /** Row "meshClocks" (flag `ha.clock`, docs/clock.md): one simulated clock per mesh. */
-import type { WithRegions } from '../regions/regions.js';
-import type { RowContext } from '../rows/context.js';
-import { defineRow } from '../rows/row.js';
+import { regionsRow } from '../regions/row.js';
+import { defineRow, type RowParts } from '../rows/row.js';
 import type { MeshClocks } from './clock.js';
 import { LocalClocks } from './clock.local.js';
 import { SharedClocks } from './clock.shared.js';
+import { registerClockFrames } from './frames.js';
 
-export const clockRow = defineRow<MeshClocks, RowContext & WithRegions>({
+export const clockRow = defineRow({
+  name: 'clock',
   flag: 'ha.clock',
   metric: 'mesh_broker_clock_ticks_total',
   doc: 'docs/clock.md',
-  build: ({ config, pool, log, metrics, connections, sinks, bus, regions }) => {
+  uses: ['config', 'pool', 'log', 'metrics', 'connections', 'sinks', 'bus'],
+  // Which nodes try to lead a mesh's clock: its home region's while one is alive.
+  needs: { regions: regionsRow },
+  build: ({ config, pool, log, metrics, connections, sinks, bus, regions }): RowParts<MeshClocks> => {
     const hasSessions = (meshId: string) => connections.meshSize(meshId) > 0;
     const meshesHere = () => [...connections.countsByMesh().keys()];
     const local = new LocalClocks({
@@ -37,7 +41,7 @@ export const clockRow = defineRow<MeshClocks, RowContext & WithRegions>({
       meshesHere,
       onTick: () => metrics.clockTicks.inc(),
       onFenced: () => metrics.clockFenced.inc(),
-      homeRule: regions,
+      homeRule: regions.view,
       log,
     });
     return {
@@ -49,6 +53,8 @@ export const clockRow = defineRow<MeshClocks, RowContext & WithRegions>({
       }),
       // The leader's ticks reach this node's sessions of the mesh in either mode.
       relays: [{ kind: 'clock.tick', handle: (meshId, frame) => sinks.toMesh(meshId, frame) }],
+      frames: registerClockFrames,
+      gauges: (clocks) => metrics.clocksLedBy(() => clocks.ledHere()),
     };
   },
 });

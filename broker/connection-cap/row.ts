@@ -1,15 +1,16 @@
 /** Row "connectionsPerMesh (cap)" (flag `ha.connection-cap`, docs/connection-cap.md). */
-import type { RowContext } from '../rows/context.js';
-import { defineRow } from '../rows/row.js';
+import { defineRow, type RowParts } from '../rows/row.js';
 import type { ConnectionCap } from './connection-cap.js';
 import { LocalConnectionCap } from './connection-cap.local.js';
 import { SharedConnectionCap } from './connection-cap.shared.js';
 
-export const connectionCapRow = defineRow<ConnectionCap, RowContext>({
+export const connectionCapRow = defineRow({
+  name: 'connection-cap',
   flag: 'ha.connection-cap',
   metric: 'mesh_broker_connection_cap_admissions_total',
   doc: 'docs/connection-cap.md',
-  build: ({ config, log, metrics, redis, redisGuard }) => {
+  uses: ['config', 'log', 'metrics', 'redis', 'redisGuard'],
+  build: ({ config, log, metrics, redis, redisGuard }): RowParts<ConnectionCap> => {
     const local = new LocalConnectionCap(config.meshConnectionCap);
     const shared = new SharedConnectionCap({
       redis,

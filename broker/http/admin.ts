@@ -9,8 +9,6 @@ import { z } from 'zod';
 import { hex, parseWith, storableText, uuid } from '../../protocol/parse.js';
 import type { Pool } from '../db/pool.js';
 import type { Directory, Member } from '../identity/directory.js';
-import { ScheduleStore } from '../schedules/store.js';
-import { WatchStore } from '../watches/store.js';
 
 export interface AdminOptions {
   adminToken: string;
@@ -19,6 +17,8 @@ export interface AdminOptions {
   onPreviousTokenUsed: (request: FastifyRequest) => void;
   directory: Directory;
   pool: Pool;
+  /** Ends what the rows hold of a member that was just revoked (its schedules, say): broker/rows/row.ts. */
+  endOwnedWork: (member: Member) => Promise<void>;
   /** Ends every live session of a member that was just revoked (close 4403). */
   onRevoked: (member: Member) => Promise<void>;
   /** Records a change of a mesh's home region on the mesh's audit chain. */
@@ -59,17 +59,6 @@ function publicMember(member: Member) {
     createdAt: member.createdAt,
     revokedAt: member.revokedAt,
   };
-}
-
-/**
- * Revocation stops the background work the member owns, on every node: its schedules are cancelled and
- * its watches ended in Postgres, which every scheduler and watch poller re-reads before it fires or
- * fetches (and both already skip a revoked member's rows, so a create racing the revocation is covered).
- * Its sessions are closed by `onRevoked`, here and over the bus.
- */
-async function endOwnedWork(pool: Pool, member: Member): Promise<void> {
-  await new ScheduleStore(pool).cancelMemberSchedules(member.id);
-  await new WatchStore(pool).endMemberWatches(member.id);
 }
 
 export function registerAdmin(app: FastifyInstance, options: AdminOptions): void {
@@ -132,7 +121,11 @@ export function registerAdmin(app: FastifyInstance, options: AdminOptions): void
       const member = await directory.revokeMember(meshId, pubkey);
       if (!member)
         return reply.code(404).send({ error: 'not_found', message: `no member ${pubkey} in ${meshId}` });
-      await endOwnedWork(options.pool, member);
+      // Revocation stops the background work the member owns, on every node: the rows end it in Postgres
+      // (its schedules cancelled, its watches ended), which every scheduler and watch poller re-reads
+      // before it fires or fetches (and both already skip a revoked member's rows, so a create racing the
+      // revocation is covered). Its sessions are closed by `onRevoked`, here and over the bus.
+      await options.endOwnedWork(member);
       await options.onRevoked(member);
       return publicMember(member);
     });

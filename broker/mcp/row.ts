@@ -1,17 +1,22 @@
 /** Row "mcpRegistry + call resolvers" (flag `ha.mcp`, docs/mcp.md): MCP tools hosted by peers. */
-import type { WithRegions } from '../regions/regions.js';
-import type { RowContext } from '../rows/context.js';
-import { defineRow } from '../rows/row.js';
+import { auditRow } from '../audit/row.js';
+import { regionsRow } from '../regions/row.js';
+import { defineRow, type RowParts } from '../rows/row.js';
+import { registerMcpFrames } from './frames.js';
 import { mcpLimitsOf } from './limits.js';
 import type { McpRegistry, McpSink, RevokedAmong } from './mcp.js';
 import { LocalMcpRegistry } from './mcp.local.js';
 import { SharedMcpRegistry } from './mcp.shared.js';
 
-export const mcpRow = defineRow<McpRegistry, RowContext & WithRegions>({
+export const mcpRow = defineRow({
+  name: 'mcp',
   flag: 'ha.mcp',
   metric: 'mesh_broker_mcp_calls_total',
   doc: 'docs/mcp.md',
-  build: ({ config, pool, log, metrics, connections, sinks, bus, regions }) => {
+  uses: ['config', 'pool', 'log', 'metrics', 'connections', 'sinks', 'bus'],
+  // Registrations are audited; regions say where server lists read.
+  needs: { audit: auditRow, regions: regionsRow },
+  build: ({ config, pool, log, metrics, connections, sinks, bus, audit, regions }): RowParts<McpRegistry> => {
     const sink: McpSink = {
       send: sinks.toSession,
       reaches: (sessionId) => connections.session(sessionId) !== undefined,
@@ -34,7 +39,7 @@ export const mcpRow = defineRow<McpRegistry, RowContext & WithRegions>({
       config.mcpCallTimeoutMs,
       log,
       limits,
-      regions,
+      regions.view,
     );
     return {
       local,
@@ -44,6 +49,7 @@ export const mcpRow = defineRow<McpRegistry, RowContext & WithRegions>({
         if (target === 'shared') await shared.adopt(local.entries());
         else local.adopt(await shared.hostedHere());
       },
+      frames: (routes, mcp) => registerMcpFrames(routes, mcp, audit.view),
       session: (mcp) => ({
         started: (identity) => mcp.hostReconnected(identity),
         socketClosed: (identity) => mcp.hostDisconnected(identity),

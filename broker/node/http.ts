@@ -15,9 +15,8 @@ import { registerHook } from '../http/hook.js';
 import type { Directory } from '../identity/directory.js';
 import type { Logger } from '../log.js';
 import type { BrokerMetrics } from '../metrics.js';
-import type { StateModules } from '../modules.js';
+import type { NodeRows } from '../modules.js';
 import type { RedisClient } from '../redis/clients.js';
-import type { RowReconciler } from '../rows/reconciler.js';
 import type { Sessions } from './sessions.js';
 
 export interface HttpOptions {
@@ -28,15 +27,15 @@ export interface HttpOptions {
   log: Logger;
   metrics: BrokerMetrics;
   directory: Directory;
-  modules: StateModules;
+  rows: NodeRows;
   sessions: Sessions;
   flags: FlagRuntime;
-  reconciler: RowReconciler;
   draining: () => boolean;
 }
 
 export async function createHttp(options: HttpOptions): Promise<FastifyInstance> {
-  const { config, pool, redis, bus, log, metrics, modules, sessions, reconciler } = options;
+  const { config, pool, redis, bus, log, metrics, rows, sessions } = options;
+  const { reconciler } = rows;
   const app: FastifyInstance = Fastify({
     loggerInstance: log as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
@@ -70,7 +69,7 @@ export async function createHttp(options: HttpOptions): Promise<FastifyInstance>
     await probeDependencies({ pool, redis, metrics });
     return reply.type(metrics.registry.contentType).send(await metrics.registry.metrics());
   });
-  registerHook(app, modules.presence, modules.limits, metrics);
+  registerHook(app, rows.presence, rows.limits, metrics);
   app.get('/flags', async () => ({ node: config.nodeId, ...options.flags.report() }));
   if (config.adminTokenPrevious !== undefined)
     log.warn('ADMIN_TOKEN_PREVIOUS is set: the retiring admin token is accepted until it is removed');
@@ -91,7 +90,8 @@ export async function createHttp(options: HttpOptions): Promise<FastifyInstance>
     // Here at once, and on every other node of the mesh over the bus (the revoked member may be
     // connected anywhere; its sends are refused by the store whatever node it is on).
     onHomeRegionSet: (meshId, change) =>
-      modules.audit.record({ meshId, eventType: 'mesh.home_region_set', actor: 'admin', payload: change }),
+      rows.audit.record({ meshId, eventType: 'mesh.home_region_set', actor: 'admin', payload: change }),
+    endOwnedWork: (member) => rows.set.memberRevoked(member),
     onRevoked: async (member) => {
       await sessions.endMemberSessions(member.id);
       await bus.publishToMesh(member.meshId, 'member.revoked', { memberId: member.id });

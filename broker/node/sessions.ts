@@ -5,45 +5,27 @@
 
 import { CloseCode } from '../../protocol/errors.js';
 import { pingFrame } from '../../protocol/requests.js';
-import { registerAuditFrames } from '../audit/frames.js';
 import type { Bus } from '../bus/bus.js';
-import { registerClockFrames } from '../clock/frames.js';
 import type { BrokerConfig } from '../config.js';
 import type { Connection } from '../connections/connection.js';
 import type { ConnectionRegistry } from '../connections/registry.js';
-import type { Pool } from '../db/pool.js';
 import { SessionFeed } from '../delivery/feed.js';
-import { registerMessaging } from '../delivery/messaging.js';
-import type { MessageStore } from '../delivery/store.js';
 import { HelloAdmission } from '../hello/admission.js';
 import type { Directory } from '../identity/directory.js';
 import type { Logger } from '../log.js';
-import { registerMcpFrames } from '../mcp/frames.js';
 import type { BrokerMetrics } from '../metrics.js';
-import type { StateModules } from '../modules.js';
-import { registerPresenceFrames } from '../presence/frames.js';
-import type { SessionHooks } from '../rows/row.js';
-import { registerScheduleFrames } from '../schedules/frames.js';
-import type { ScheduleStore } from '../schedules/store.js';
-import { registerStreamFrames } from '../streams/frames.js';
-import { registerWatchFrames } from '../watches/frames.js';
-import type { WatchStore } from '../watches/store.js';
+import type { NodeRows } from '../modules.js';
 import { Gateway } from '../ws/gateway.js';
 import { Router } from '../ws/router.js';
 
 export interface SessionsOptions {
   config: BrokerConfig;
-  pool: Pool;
   bus: Bus;
   log: Logger;
   metrics: BrokerMetrics;
   connections: ConnectionRegistry;
   directory: Directory;
-  messages: MessageStore;
-  schedules: ScheduleStore;
-  watchStore: WatchStore;
-  modules: StateModules;
-  sessionHooks: SessionHooks[];
+  rows: NodeRows;
 }
 
 export interface Sessions {
@@ -54,55 +36,29 @@ export interface Sessions {
   endMemberSessions(memberId: number): Promise<void>;
 }
 
-export function createSessions(options: SessionsOptions): Sessions {
-  const { config, bus, log, metrics, connections, modules, sessionHooks } = options;
+/** Every row's frames, and `ping` → `pong` (a peer's check of the path to its node, end to end). */
+function createRouter(rows: NodeRows): Router {
   const router = new Router();
-  registerMessaging(router, {
-    store: options.messages,
-    delivery: modules.delivery,
-    limits: modules.limits,
-    audit: modules.audit,
-    metrics,
-    maxBodyBytes: config.maxBodyBytes,
-  });
-  registerPresenceFrames(router, modules.presence);
-  registerStreamFrames(router, modules.streams, metrics);
-  registerClockFrames(router, modules.clocks);
-  registerMcpFrames(router, modules.mcp, modules.audit);
-  registerScheduleFrames(router, {
-    store: options.schedules,
-    lists: modules.regions,
-    scheduler: modules.scheduler,
-    directory: options.directory,
-    audit: modules.audit,
-    maxPerMember: config.scheduleMaxPerMember,
-    maxBodyBytes: config.maxBodyBytes,
-  });
-  registerWatchFrames(router, {
-    store: options.watchStore,
-    lists: modules.regions,
-    runner: modules.watches,
-    audit: modules.audit,
-    nodeId: config.nodeId,
-    limits: { perMember: config.watchMaxPerMember, perMesh: config.watchMaxPerMesh },
-    allowPrivate: config.watchAllowPrivate,
-  });
-  registerAuditFrames(router, options.pool, modules.audit, modules.regions);
-  // `ping` → `pong`: lets a peer check the path to its node end to end.
+  rows.set.serveFrames(router);
   router.on('ping', pingFrame, async () => ({ type: 'pong', ts: Date.now() }));
+  return router;
+}
 
-  const gateway = new Gateway({
+function createGateway(options: SessionsOptions): Gateway {
+  const { config, bus, log, metrics, connections, rows } = options;
+  const sessionHooks = rows.set.sessionHooks;
+  return new Gateway({
     nodeId: config.nodeId,
     heartbeatMs: config.heartbeatMs,
     admission: new HelloAdmission({
       directory: options.directory,
-      presence: modules.presence,
+      presence: rows.presence,
       skewMs: config.helloSkewMs,
     }),
-    presence: modules.presence,
-    cap: modules.cap,
+    presence: rows.presence,
+    cap: rows.cap,
     connections,
-    router,
+    router: createRouter(rows),
     metrics,
     log,
     pendingPerAddress: config.helloPendingPerAddress,
@@ -111,7 +67,7 @@ export function createSessions(options: SessionsOptions): Sessions {
       new SessionFeed(
         memberId,
         connection,
-        options.messages,
+        rows.messages,
         (path, count) => metrics.deliveries.inc({ path }, count),
         connection.log,
       ),
@@ -126,6 +82,12 @@ export function createSessions(options: SessionsOptions): Sessions {
     },
     onConnectionGone: (identity) => bus.leaveMesh(identity.meshId),
   });
+}
+
+export function createSessions(options: SessionsOptions): Sessions {
+  const { bus, log, connections, rows } = options;
+  const gateway = createGateway(options);
+  const sessionHooks = rows.set.sessionHooks;
 
   const sessionEnded = async (meshId: string, sessionId: string) => {
     try {
@@ -138,10 +100,10 @@ export function createSessions(options: SessionsOptions): Sessions {
   const endMemberSessions = async (memberId: number) => {
     for (const connection of [...connections.ofMember(memberId)]) {
       connection.close(CloseCode.memberRevoked, 'member revoked');
-      if (connection.identity) await modules.presence.leave(connection.identity);
+      if (connection.identity) await rows.presence.leave(connection.identity);
     }
     // Sessions of the member in their grace period have no socket to close: they end too.
-    await modules.presence.leaveMember(memberId);
+    await rows.presence.leaveMember(memberId);
   };
   bus.on('member.revoked', (_meshId, { memberId }) => {
     endMemberSessions(memberId).catch((error) => log.warn({ err: error }, 'ending revoked sessions failed'));

@@ -3,9 +3,9 @@
  * events, and the hello nonces already used.
  */
 
-import type { WithRegions } from '../regions/regions.js';
-import type { RowContext } from '../rows/context.js';
-import { defineRow } from '../rows/row.js';
+import { regionsRow } from '../regions/row.js';
+import { defineRow, type RowParts } from '../rows/row.js';
+import { registerPresenceFrames } from './frames.js';
 import { LocalNonceGuard } from './nonces.local.js';
 import { SharedNonceGuard } from './nonces.shared.js';
 import type { Presence } from './presence.js';
@@ -13,11 +13,26 @@ import { LocalPresence } from './presence.local.js';
 import { SharedPresence } from './presence.shared.js';
 import { SessionBindings } from './session-bindings.js';
 
-export const presenceRow = defineRow<Presence, RowContext & WithRegions>({
+export const presenceRow = defineRow({
+  name: 'presence',
   flag: 'ha.presence',
   metric: 'mesh_broker_hello_rejections_total',
   doc: 'docs/presence.md',
-  build: ({ config, pool, log, metrics, connections, sinks, redis, redisGuard, bus, regions }) => {
+  uses: ['config', 'pool', 'log', 'metrics', 'connections', 'sinks', 'redis', 'redisGuard', 'bus'],
+  // `peers.list` reads where the regions row says lists read.
+  needs: { regions: regionsRow },
+  build: ({
+    config,
+    pool,
+    log,
+    metrics,
+    connections,
+    sinks,
+    redis,
+    redisGuard,
+    bus,
+    regions,
+  }): RowParts<Presence> => {
     const localNonces = new LocalNonceGuard(2 * config.helloSkewMs);
     // One table, whichever implementation runs: a flip must never free a session id.
     const bindings = new SessionBindings(pool);
@@ -35,7 +50,7 @@ export const presenceRow = defineRow<Presence, RowContext & WithRegions>({
       }),
       shared: new SharedPresence({
         pool,
-        lists: regions,
+        lists: regions.view,
         bus,
         nodeId: config.nodeId,
         graceMs: config.presenceGraceMs,
@@ -55,6 +70,7 @@ export const presenceRow = defineRow<Presence, RowContext & WithRegions>({
         log,
       }),
       relays: [{ kind: 'presence.event', handle: (meshId, frame) => sinks.presenceRelay(meshId, frame) }],
+      frames: registerPresenceFrames,
     };
   },
 });

@@ -46,8 +46,3 @@ export const NO_HOME_RULE: HomeRegionRule = {
   defers: async () => false,
   deferred: async () => [],
 };
-
-/** What a row that lists or claims gets from broker/modules.ts beside the RowContext: this row's view. */
-export interface WithRegions {
-  regions: Regions;
-}

@@ -1,18 +1,19 @@
-/** What every row's `build` may use: the node's infrastructure and its stores and sinks. */
+/**
+ * What the node offers its rows: infrastructure and the sinks to its sockets. A row names the services it
+ * uses (`uses` in its definition, broker/rows/row.ts) and its `build` receives those and nothing else.
+ */
 
 import type { Bus } from '../bus/bus.js';
 import type { BrokerConfig } from '../config.js';
 import type { ConnectionRegistry } from '../connections/registry.js';
 import type { Pool } from '../db/pool.js';
-import type { MessageStore } from '../delivery/store.js';
+import type { Directory } from '../identity/directory.js';
 import type { Logger } from '../log.js';
 import type { BrokerMetrics } from '../metrics.js';
 import type { PresenceEvents } from '../presence/presence.js';
 import type { RedisClient } from '../redis/clients.js';
 import type { RedisGuard } from '../redis/guard.js';
-import type { ScheduleStore } from '../schedules/store.js';
 import type { StreamSink } from '../streams/streams.js';
-import type { WatchStore } from '../watches/store.js';
 
 /** What the rows deliver through: the node's sockets, reached by session or by mesh. */
 export interface Sinks {
@@ -26,7 +27,7 @@ export interface Sinks {
   streams: StreamSink;
 }
 
-export interface RowContext {
+export interface NodeServices {
   config: BrokerConfig;
   pool: Pool;
   /** DATABASE_READ_URL's pool (or `pool`): only the regions row hands it out, for list reads. */
@@ -34,9 +35,8 @@ export interface RowContext {
   log: Logger;
   metrics: BrokerMetrics;
   connections: ConnectionRegistry;
-  messages: MessageStore;
-  schedules: ScheduleStore;
-  watchStore: WatchStore;
+  /** Meshes and members (the admin API's and the hello's directory). */
+  directory: Directory;
   sinks: Sinks;
   /** The Redis of the shared counters (rate limits, cap, nonces): REDIS_COUNTERS_URL's, else the node's. */
   redis: RedisClient;
@@ -44,3 +44,5 @@ export interface RowContext {
   redisGuard: RedisGuard;
   bus: Bus;
 }
+
+export type ServiceName = keyof NodeServices;

@@ -1,16 +1,21 @@
 /**
- * A state row of the inventory (docs/design.md §2, docs/state-inventory.md) as one unit: its flag, its two
- * implementations and the hand-over between them, its metric family, its doc, what it does when a session
- * starts or ends, and the bus relays it keeps for the node's life. Each row folder has one `row.ts` that
- * defines it; `broker/modules.ts` lists them in order.
+ * A state row of the inventory (docs/design.md §2, docs/state-inventory.md) as one plugin, in the shape of
+ * a Fastify plugin: its folder's `row.ts` defines it with `defineRow`, declaring what it depends on (the
+ * node services it `uses`, the rows it `needs`, by their definitions) and contributing, from its folder,
+ * everything the node runs of it: its two implementations and the hand-over between them, its stores, its
+ * request frames, what it ends of a revoked member, its gauges, its session hooks and its bus relays.
+ * Encapsulated: `build` receives exactly what was declared. `broker/modules.ts` lists the rows in order
+ * and broker/rows/row-set.ts builds them; the root knows no row's parts.
  */
+
 import type { FlagKey } from '../../flags/registry.js';
-import type { Bus, Unsubscribe } from '../bus/bus.js';
+import type { FrameRoutes } from '../../protocol/routes.js';
 import type { BusRelay } from '../bus/messages.js';
 import type { SessionIdentity } from '../connections/connection.js';
-import type { Logger } from '../log.js';
+import type { Member } from '../identity/directory.js';
+import type { NodeServices, ServiceName } from './context.js';
 import type { Lifecycle } from './lifecycle.js';
-import { type HandOver, type RowSwitch, Switch } from './switch.js';
+import type { HandOver, RowSwitch, Switch } from './switch.js';
 
 /** What a row does as sessions come and go on this node (each awaited in row order). */
 export interface SessionHooks {
@@ -22,8 +27,8 @@ export interface SessionHooks {
   ended?(meshId: string, sessionId: string): Promise<void>;
 }
 
-/** What a row's `build` makes. */
-export interface RowParts<T extends Lifecycle> {
+/** What a row's `build` makes. `E` is what the row offers the rows that need it, beside its view. */
+export interface RowParts<T extends Lifecycle, E extends object = object> {
   local: T;
   shared: T;
   /** State `to` takes over from `from` when the flag moves (after `from` stopped and `to` started). */
@@ -35,10 +40,34 @@ export interface RowParts<T extends Lifecycle> {
    * that a mixed cluster (some nodes flipped, some not) loses nothing that reaches a node.
    */
   relays?: BusRelay[];
+  /** The row's request frames (docs/protocol.md), served on its view. */
+  frames?: (routes: FrameRoutes, view: T) => void;
+  /**
+   * What the row ends of a member the admin API just revoked (its schedules, its watches), before the
+   * member's sessions are closed; in Postgres, so for every node.
+   */
+  memberRevoked?: (member: Member) => Promise<void>;
+  /** Gauges read from the view (registered once the view exists). */
+  gauges?: (view: T) => void;
+  /**
+   * Work the row runs for the node's life whichever implementation is in use (delivery's retention),
+   * started once the rows were first moved and stopped before they close (broker/app.ts).
+   */
+  nodeWork?: NodeWork[];
+  /** What rows that need this one get beside its view (a store, say). */
+  exports?: E;
+}
+
+/** A row's work for the node's life (see RowParts.nodeWork). */
+export interface NodeWork {
+  start(): void;
+  stop(): Promise<void>;
 }
 
 /** What a row is, apart from how it is built. */
 export interface RowInfo {
+  /** How other rows and errors name it. */
+  name: string;
   flag: FlagKey;
   /** The row's metric family (a name registered in broker/metrics.ts). */
   metric: string;
@@ -51,8 +80,46 @@ export interface RowInfo {
   background?: boolean;
 }
 
-export interface RowDefinition<T extends Lifecycle, Deps> extends RowInfo {
-  build(deps: Deps): RowParts<T>;
+/** What a row that needs another gets of it: the other's view (its switch) and its exports. */
+export type RowApi<T, E> = { readonly view: T } & E;
+
+/** Any row definition, whatever its interface and dependencies (what lists and lookups hold). */
+export interface AnyRow extends RowInfo {
+  uses: readonly ServiceName[];
+  needs?: Needs;
+  // biome-ignore lint/suspicious/noExplicitAny: a row may have any interface and exports
+  build(deps: never): RowParts<any, any>;
+}
+/** The rows a row needs, by the name its `build` receives each under. */
+export type Needs = Record<string, AnyRow>;
+/** What a row that needs `R` gets of it. */
+export type ApiOf<R> = R extends { build(deps: never): RowParts<infer T, infer E> } ? RowApi<T, E> : never;
+
+/** What `build` receives: the declared services and the declared rows, nothing else. */
+export type DepsOf<K extends ServiceName, N extends Needs> = Pick<NodeServices, K> & {
+  [P in keyof N]: ApiOf<N[P]>;
+};
+
+export interface RowDefinition<T extends Lifecycle, E extends object, K extends ServiceName, N extends Needs>
+  extends RowInfo {
+  /** The node services `build` uses. */
+  uses: readonly K[];
+  /** The rows `build` uses, each listed before this one in broker/modules.ts. */
+  needs?: N;
+  build(deps: DepsOf<K, N>): RowParts<T, E>;
+}
+
+/**
+ * Defines a row. `T` (its interface) and `E` (its exports) come from the return type `build` is annotated
+ * with (`RowParts<Scheduler, { store: ScheduleStore }>`); the services and rows from `uses` and `needs`.
+ */
+export function defineRow<
+  T extends Lifecycle,
+  E extends object,
+  K extends ServiceName,
+  N extends Needs = Record<never, never>,
+>(definition: RowDefinition<T, E, K, N>): RowDefinition<T, E, K, N> {
+  return definition;
 }
 
 /** A built row as the node manages it, whatever its interface. */
@@ -60,44 +127,16 @@ export interface ManagedRow {
   readonly definition: RowInfo;
   readonly switch: RowSwitch;
   readonly hooks: SessionHooks;
+  /** Registers the row's request frames. */
+  serveFrames(routes: FrameRoutes): void;
+  memberRevoked(member: Member): Promise<void>;
+  readonly nodeWork: readonly NodeWork[];
   /** Node shutdown: detaches the relays, then stops the implementation in use. */
   close(): Promise<void>;
 }
 
-export interface BuiltRow<T extends Lifecycle> extends ManagedRow {
+export interface BuiltRow<T extends Lifecycle, E extends object = object> extends ManagedRow {
   readonly switch: Switch<T>;
   readonly view: T;
-}
-
-export function defineRow<T extends Lifecycle, Deps>(
-  definition: RowDefinition<T, Deps>,
-): RowDefinition<T, Deps> {
-  return definition;
-}
-
-/** Builds a row's implementations and its switch, and attaches its relays to the bus. */
-export function buildRow<T extends Lifecycle, Deps>(
-  definition: RowDefinition<T, Deps>,
-  deps: Deps,
-  infrastructure: { bus: Bus; log: Logger },
-): BuiltRow<T> {
-  const parts = definition.build(deps);
-  const rowSwitch = new Switch<T>({
-    flag: definition.flag,
-    local: parts.local,
-    shared: parts.shared,
-    handOver: parts.handOver,
-    log: infrastructure.log,
-  });
-  const detach: Unsubscribe[] = (parts.relays ?? []).map((relay) => infrastructure.bus.relay(relay));
-  return {
-    definition,
-    switch: rowSwitch,
-    view: rowSwitch.view,
-    hooks: parts.session?.(rowSwitch.view) ?? {},
-    close: async () => {
-      for (const off of detach) off();
-      await rowSwitch.close();
-    },
-  };
+  readonly api: RowApi<T, E>;
 }

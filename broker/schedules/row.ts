@@ -1,42 +1,75 @@
 /**
  * Row "scheduledMessages" (flag `ha.schedules`, docs/schedules.md): who arms and fires scheduled
- * messages. Background work: while local, it runs only where the active lease allows it.
+ * messages. Background work: while local, it runs only where the active lease allows it. The row owns its
+ * store, its frames (`schedule.create|cancel|list`) and the cancelling of a revoked member's schedules.
  */
-import type { AuditLog } from '../audit/audit.js';
-import type { Delivery } from '../delivery/delivery.js';
-import type { RateLimits } from '../rate-limits/rate-limits.js';
-import type { WithRegions } from '../regions/regions.js';
-import type { RowContext } from '../rows/context.js';
-import { defineRow } from '../rows/row.js';
+import { auditRow } from '../audit/row.js';
+import { deliveryRow } from '../delivery/row.js';
+import { rateLimitsRow } from '../rate-limits/row.js';
+import { regionsRow } from '../regions/row.js';
+import { defineRow, type RowParts } from '../rows/row.js';
 import { fireOccurrence } from './fire.js';
+import { registerScheduleFrames } from './frames.js';
 import type { Scheduler } from './scheduler.js';
 import { LocalScheduler } from './scheduler.local.js';
 import { SharedScheduler } from './scheduler.shared.js';
+import { ScheduleStore } from './store.js';
 
-export interface SchedulerDeps extends RowContext, WithRegions {
-  delivery: Delivery;
-  audit: AuditLog;
-  /** The send limit every occurrence takes from (docs/schedules.md § Send limit). */
-  limits: RateLimits;
-}
-
-export const schedulerRow = defineRow<Scheduler, SchedulerDeps>({
+export const schedulerRow = defineRow({
+  name: 'schedules',
   flag: 'ha.schedules',
   metric: 'mesh_broker_schedule_fires_total',
   doc: 'docs/schedules.md',
   background: true,
-  build: ({ config, pool, log, metrics, messages, schedules, delivery, audit, limits, regions }) => {
-    const fireOptions = { messages, delivery, audit, limits, metrics, log };
+  uses: ['config', 'pool', 'log', 'metrics', 'directory'],
+  // Occurrences are sent as a `send` is (delivery's store and wake-ups), take from the send limit
+  // (docs/schedules.md § Send limit) and are audited; regions say where lists read and who fires.
+  needs: { delivery: deliveryRow, audit: auditRow, limits: rateLimitsRow, regions: regionsRow },
+  build: ({
+    config,
+    pool,
+    log,
+    metrics,
+    directory,
+    delivery,
+    audit,
+    limits,
+    regions,
+  }): RowParts<Scheduler> => {
+    const store = new ScheduleStore(pool);
+    const fireOptions = {
+      messages: delivery.messages,
+      delivery: delivery.view,
+      audit: audit.view,
+      limits: limits.view,
+      metrics,
+      log,
+    };
     return {
-      local: new LocalScheduler(schedules, fireOccurrence(fireOptions), log),
+      local: new LocalScheduler(store, fireOccurrence(fireOptions), log),
       shared: new SharedScheduler({
         ...fireOptions,
         pool,
-        store: schedules,
+        store,
         nodeId: config.nodeId,
         pollMs: config.schedulePollMs,
-        homeRule: regions,
+        homeRule: regions.view,
       }),
+      frames: (routes, scheduler) =>
+        registerScheduleFrames(routes, {
+          store,
+          lists: regions.view,
+          scheduler,
+          directory,
+          audit: audit.view,
+          maxPerMember: config.scheduleMaxPerMember,
+          maxBodyBytes: config.maxBodyBytes,
+        }),
+      // Every scheduler re-reads a schedule before it fires it and skips a revoked member's: cancelling
+      // them in Postgres stops them on every node.
+      memberRevoked: async (member) => {
+        await store.cancelMemberSchedules(member.id);
+      },
     };
   },
 });

@@ -1,34 +1,43 @@
 /**
  * Row "urlWatches" (flag `ha.watches`, docs/watches.md): who polls URL watches. Background work: while
- * local, it runs only where the active lease allows it.
+ * local, it runs only where the active lease allows it. The row owns its store, its frames
+ * (`watch.create|delete|list`) and the ending of a revoked member's watches.
  */
-import type { Delivery } from '../delivery/delivery.js';
-import type { RateLimits } from '../rate-limits/rate-limits.js';
-import type { WithRegions } from '../regions/regions.js';
-import type { RowContext } from '../rows/context.js';
-import { defineRow } from '../rows/row.js';
+import { auditRow } from '../audit/row.js';
+import { deliveryRow } from '../delivery/row.js';
+import { rateLimitsRow } from '../rate-limits/row.js';
+import { regionsRow } from '../regions/row.js';
+import { defineRow, type RowParts } from '../rows/row.js';
+import { registerWatchFrames } from './frames.js';
 import { notifyWatch } from './notify.js';
 import { WatchPoller } from './poller.js';
 import type { WatchRunner } from './runner.js';
 import { LocalWatchRunner } from './runner.local.js';
 import { SharedWatchRunner } from './runner.shared.js';
+import { WatchStore } from './store.js';
 
-export interface WatchDeps extends RowContext, WithRegions {
-  delivery: Delivery;
-  /** The send limit every notification takes from (docs/watches.md § Bounds of a notification). */
-  limits: RateLimits;
-}
-
-export const watchesRow = defineRow<WatchRunner, WatchDeps>({
+export const watchesRow = defineRow({
+  name: 'watches',
   flag: 'ha.watches',
   metric: 'mesh_broker_watch_notifications_total',
   doc: 'docs/watches.md',
   background: true,
-  build: ({ config, pool, log, metrics, messages, watchStore, delivery, limits, regions }) => {
+  uses: ['config', 'pool', 'log', 'metrics'],
+  // Notifications are sent as a `send` is and take from the send limit (docs/watches.md § Bounds of a
+  // notification); creates and deletes are audited; regions say where lists read and who polls.
+  needs: { delivery: deliveryRow, limits: rateLimitsRow, audit: auditRow, regions: regionsRow },
+  build: ({ config, pool, log, metrics, delivery, limits, audit, regions }): RowParts<WatchRunner> => {
+    const watchStore = new WatchStore(pool);
     // One poller: the two runners only decide which watches this node polls.
     const poller = new WatchPoller(
       watchStore,
-      notifyWatch({ messages, delivery, limits, metrics, maxBodyBytes: config.maxBodyBytes }),
+      notifyWatch({
+        messages: delivery.messages,
+        delivery: delivery.view,
+        limits: limits.view,
+        metrics,
+        maxBodyBytes: config.maxBodyBytes,
+      }),
       {
         timeoutMs: config.watchFetchTimeoutMs,
         maxBytes: config.watchMaxBytes,
@@ -44,7 +53,7 @@ export const watchesRow = defineRow<WatchRunner, WatchDeps>({
       nodeId: config.nodeId,
       leaseMs: config.nodeDeadMs,
       nodeDeadMs: config.nodeDeadMs,
-      homeRule: regions,
+      homeRule: regions.view,
       log,
     });
     return {
@@ -55,6 +64,21 @@ export const watchesRow = defineRow<WatchRunner, WatchDeps>({
         if (target === 'local') local.adopt(shared.handedBack);
       },
       session: (watches) => ({ ended: (meshId, sessionId) => watches.sessionEnded(meshId, sessionId) }),
+      frames: (routes, runner) =>
+        registerWatchFrames(routes, {
+          store: watchStore,
+          lists: regions.view,
+          runner,
+          audit: audit.view,
+          nodeId: config.nodeId,
+          limits: { perMember: config.watchMaxPerMember, perMesh: config.watchMaxPerMesh },
+          allowPrivate: config.watchAllowPrivate,
+        }),
+      // Every poller re-reads a watch before it fetches and skips a revoked member's: ending them in
+      // Postgres stops them on every node.
+      memberRevoked: async (member) => {
+        await watchStore.endMemberWatches(member.id);
+      },
     };
   },
 });
