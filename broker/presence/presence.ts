@@ -27,10 +27,7 @@ import type { Lifecycle } from '../rows/lifecycle.js';
 /** A session as `peers.list` lists it. */
 export type PresenceEntry = Peer;
 
-export type PresenceFrame = PeerJoined | PeerLeft | PeerStatus;
-
-/** Where presence events go: the node sends them to the mesh's sessions (except the subject's own). */
-export type PresenceEvents = (meshId: string, frame: PresenceFrame) => void;
+export type { PresenceEvents, PresenceFrame } from '../rows/context.js';
 
 export interface Presence extends Lifecycle {
   claimNonce(nonce: string): Promise<boolean>;

@@ -3,6 +3,7 @@
  * uses (`uses` in its definition, broker/rows/row.ts) and its `build` receives those and nothing else.
  */
 
+import type { PeerJoined, PeerLeft, PeerStatus, StreamData } from '../../protocol/frames.js';
 import type { Bus } from '../bus/bus.js';
 import type { BrokerConfig } from '../config.js';
 import type { ConnectionRegistry } from '../connections/registry.js';
@@ -10,10 +11,18 @@ import type { Pool } from '../db/pool.js';
 import type { Directory } from '../identity/directory.js';
 import type { Logger } from '../log.js';
 import type { BrokerMetrics } from '../metrics.js';
-import type { PresenceEvents } from '../presence/presence.js';
 import type { RedisClient } from '../redis/clients.js';
 import type { RedisGuard } from '../redis/guard.js';
-import type { StreamSink } from '../streams/streams.js';
+
+/**
+ * The sinks' frame types live here, with the sinks, rather than in the presence and streams rows that emit
+ * them: the row framework sits below the rows, and the node hands these sinks to every row.
+ */
+export type PresenceFrame = PeerJoined | PeerLeft | PeerStatus;
+/** Where presence events go: the node fans them out to sockets (and audits what it originates). */
+export type PresenceEvents = (meshId: string, frame: PresenceFrame) => void;
+/** Stream data for this node's subscribed sessions (one inbound path, one serialization per frame). */
+export type StreamSink = (sessionIds: Iterable<string>, frame: StreamData) => void;
 
 /** What the rows deliver through: the node's sockets, reached by session or by mesh. */
 export interface Sinks {

@@ -18,8 +18,8 @@ import type { StreamListPage, StreamPageRequest } from './limits.js';
 
 export type StreamDataFrame = StreamData;
 
-/** Delivers a stream frame to this node's sessions among `sessionIds`. */
-export type StreamSink = (sessionIds: Iterable<string>, frame: StreamDataFrame) => void;
+/** Delivers a stream frame to this node's sessions among `sessionIds` (declared with the node's sinks). */
+export type { StreamSink } from '../rows/context.js';
 
 export interface Streams extends Lifecycle {
   subscribe(session: SessionIdentity, stream: string): Promise<void>;
