@@ -20,7 +20,7 @@
  * - `close` (node shutdown) clears only this node's sessions.
  */
 
-import type { Peer, PeerJoined, PeerLeft, PeerStatus } from '../../protocol/frames.js';
+import type { Peer } from '../../protocol/frames.js';
 import type { SessionIdentity } from '../connections/connection.js';
 import type { Lifecycle } from '../rows/lifecycle.js';
 
@@ -28,7 +28,6 @@ import type { Lifecycle } from '../rows/lifecycle.js';
 export type PresenceEntry = Peer;
 
 export type { PresenceEvents, PresenceFrame } from '../rows/context.js';
-
 export interface Presence extends Lifecycle {
   claimNonce(nonce: string): Promise<boolean>;
   attach(session: SessionIdentity): Promise<{ reattached: boolean }>;
