@@ -1,6 +1,6 @@
 /**
- * The durable messaging frames (`send`, `ack`). The store makes a message durable first (group commit);
- * the delivery implementation the node runs then wakes the recipients' feeds, without waiting.
+ * The durable messaging frames (`send`, `ack`). A `send` takes the shared send path (send-path.ts): its
+ * send token, the durable accept (group commit), then the wake of the recipients' feeds, without waiting.
  */
 import { ProtocolError } from '../../protocol/errors.js';
 import { ackFrame, sendFrame } from '../../protocol/requests.js';
@@ -9,6 +9,7 @@ import type { AuditLog } from '../audit/audit.js';
 import type { BrokerMetrics } from '../metrics.js';
 import type { RateLimits } from '../rate-limits/rate-limits.js';
 import type { Delivery } from './delivery.js';
+import { sendMessage } from './send-path.js';
 import type { MessageStore } from './store.js';
 
 export interface MessagingOptions {
@@ -22,6 +23,7 @@ export interface MessagingOptions {
 
 export function registerMessaging(router: FrameRoutes, options: MessagingOptions): void {
   const { store, metrics, maxBodyBytes } = options;
+  const path = { messages: store, delivery: options.delivery, limits: options.limits, metrics };
 
   // Pipelined: the checks and the submission to the group commit happen in the socket's order; the socket's
   // next send does not wait for this one's commit, so a fast sender's messages share transactions.
@@ -29,44 +31,34 @@ export function registerMessaging(router: FrameRoutes, options: MessagingOptions
     const bytes = Buffer.byteLength(frame.body, 'utf8');
     if (bytes > maxBodyBytes)
       throw new ProtocolError('too_large', `body is larger than ${maxBodyBytes} bytes`);
-    const decision = await options.limits.consume('send', `${identity.meshId}:${identity.pubkey}`);
-    if (!decision.allowed) {
-      metrics.rateLimited.inc({ kind: 'send' });
-      throw new ProtocolError('rate_limited', `sending too fast; retry in ${decision.retryAfterMs} ms`);
-    }
-    const accepting = store.accept(identity, { id: frame.id, to: frame.to, body: frame.body });
-    const later = accepting.then(
-      (accepted) => {
-        if (!accepted.duplicate) {
-          metrics.messagesAccepted.inc();
-          if (accepted.dropped > 0) metrics.backlogRefused.inc({ kind: 'broadcast' }, accepted.dropped);
-          options.delivery.dispatch(identity.meshId, accepted);
-          options.audit.record({
-            meshId: identity.meshId,
-            eventType: 'message.sent',
-            actor: identity.pubkey,
-            payload: {
-              messageId: accepted.frame.messageId,
-              id: frame.id,
-              to: frame.to,
-              recipients: accepted.recipients.length,
-              bytes,
-            },
-          });
-        }
-        return {
-          type: 'sent' as const,
-          id: frame.id,
-          messageId: accepted.frame.messageId,
-          recipients: accepted.recipients.length,
-        };
-      },
-      (error: unknown) => {
-        if (error instanceof ProtocolError && error.code === 'limit_exceeded')
-          metrics.backlogRefused.inc({ kind: 'dm' });
-        throw error;
-      },
-    );
+    const attempt = await sendMessage(path, {
+      origin: 'send',
+      sender: identity,
+      message: { id: frame.id, to: frame.to, body: frame.body },
+    });
+    if (attempt.limited)
+      throw new ProtocolError('rate_limited', `sending too fast; retry in ${attempt.retryAfterMs} ms`);
+    const later = attempt.accepted.then((accepted) => {
+      if (!accepted.duplicate)
+        options.audit.record({
+          meshId: identity.meshId,
+          eventType: 'message.sent',
+          actor: identity.pubkey,
+          payload: {
+            messageId: accepted.frame.messageId,
+            id: frame.id,
+            to: frame.to,
+            recipients: accepted.recipients.length,
+            bytes,
+          },
+        });
+      return {
+        type: 'sent' as const,
+        id: frame.id,
+        messageId: accepted.frame.messageId,
+        recipients: accepted.recipients.length,
+      };
+    });
     return { later };
   });
 

@@ -1,21 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { ProtocolError } from '../../protocol/errors.js';
 import type { AuditLog } from '../audit/audit.js';
-import type { Delivery } from '../delivery/delivery.js';
-import type { AcceptedMessage, MessageStore, NewMessage, Sender } from '../delivery/store.js';
+import { dispatchAccepted, type SendPathDeps, sendMessage, takeSendToken } from '../delivery/send-path.js';
+import type { AcceptedMessage, NewMessage, Sender } from '../delivery/store.js';
 import type { Logger } from '../log.js';
-import type { BrokerMetrics } from '../metrics.js';
-import type { RateLimits } from '../rate-limits/rate-limits.js';
 import type { FireOccurrence } from './scheduler.js';
 import type { Schedule } from './store.js';
 
-export interface FireOptions {
-  messages: MessageStore;
-  delivery: Delivery;
+/** `limits`: the send limit; every occurrence takes a point from its creator's bucket, as a `send` would. */
+export interface FireOptions extends SendPathDeps {
   audit: AuditLog;
-  /** The send limit: every occurrence takes a point from its creator's bucket, as a `send` would. */
-  limits: RateLimits;
-  metrics: BrokerMetrics;
   log: Logger;
 }
 
@@ -32,13 +26,18 @@ export function occurrenceMessage(
   id: string,
 ): { sender: Sender; message: NewMessage } {
   return {
-    sender: {
-      meshId: schedule.meshId,
-      memberId: schedule.memberId,
-      sessionId: schedule.sessionId,
-      pubkey: schedule.creator,
-    },
+    sender: occurrenceSender(schedule),
     message: { id, to: schedule.to, body: schedule.body, scheduleId: schedule.scheduleId, occurrence },
+  };
+}
+
+/** The schedule's creator, from the session that created it. */
+function occurrenceSender(schedule: Schedule): Sender {
+  return {
+    meshId: schedule.meshId,
+    memberId: schedule.memberId,
+    sessionId: schedule.sessionId,
+    pubkey: schedule.creator,
   };
 }
 
@@ -50,12 +49,14 @@ export async function sendLimitSkip(
   options: FireOptions,
   schedule: Schedule,
 ): Promise<SkipReason | undefined> {
-  const decision = await options.limits.consume('send', `${schedule.meshId}:${schedule.creator}`);
-  if (decision.allowed) return undefined;
-  options.metrics.rateLimited.inc({ kind: 'schedule' });
+  const limited = await takeSendToken(options, 'schedule', occurrenceSender(schedule));
+  return limited && limitedSkip(limited.retryAfterMs);
+}
+
+function limitedSkip(retryAfterMs: number): SkipReason {
   return {
     reason: 'rate_limited',
-    message: `the creator's send limit was spent (a point is back in ${decision.retryAfterMs} ms)`,
+    message: `the creator's send limit was spent (a point is back in ${retryAfterMs} ms)`,
   };
 }
 
@@ -64,14 +65,24 @@ export function refusalSkip(error: unknown): SkipReason | undefined {
   return error instanceof ProtocolError ? { reason: error.code, message: error.message } : undefined;
 }
 
-/** After an occurrence is stored: deliver it like any send, count it, audit it. */
+/** After an occurrence is committed (in the shared scheduler's transaction): deliver it, count it, audit it. */
 export async function announceOccurrence(
   options: FireOptions,
   schedule: Schedule,
   occurrence: number,
   accepted: AcceptedMessage,
 ): Promise<void> {
-  if (!accepted.duplicate) options.delivery.dispatch(schedule.meshId, accepted);
+  dispatchAccepted(options, accepted, schedule.meshId);
+  recordFired(options, schedule, occurrence, accepted);
+}
+
+/** A delivered occurrence, counted and audited (`schedule.fired`). */
+function recordFired(
+  options: FireOptions,
+  schedule: Schedule,
+  occurrence: number,
+  accepted: AcceptedMessage,
+): void {
   options.metrics.scheduleFires.inc({ outcome: 'fired' });
   options.audit.record({
     meshId: schedule.meshId,
@@ -105,29 +116,33 @@ export function announceSkip(
 }
 
 /**
- * The single-node fire: take the send point, store the occurrence's message, then announce it. The
+ * The single-node fire: the occurrence's message takes the send path (send token, accept, dispatch),
+ * then is counted and audited; a spent send limit or a refusal skips the occurrence. The
  * message id is fresh per fire, as in the original broker: nothing stops two nodes firing the same
  * occurrence (the local gap).
  */
 export function fireOccurrence(options: FireOptions): FireOccurrence {
   return async (schedule, occurrence) => {
     try {
-      const limited = await sendLimitSkip(options, schedule);
-      if (limited) return announceSkip(options, schedule, occurrence, limited);
-      const { sender, message } = occurrenceMessage(
-        schedule,
-        occurrence,
-        `schedule:${schedule.scheduleId}:${occurrence}:${randomUUID()}`,
-      );
+      const attempt = await sendMessage(options, {
+        origin: 'schedule',
+        ...occurrenceMessage(
+          schedule,
+          occurrence,
+          `schedule:${schedule.scheduleId}:${occurrence}:${randomUUID()}`,
+        ),
+      });
+      if (attempt.limited)
+        return announceSkip(options, schedule, occurrence, limitedSkip(attempt.retryAfterMs));
       let accepted: AcceptedMessage;
       try {
-        accepted = await options.messages.accept(sender, message);
+        accepted = await attempt.accepted;
       } catch (error) {
         const refused = refusalSkip(error);
         if (!refused) throw error;
         return announceSkip(options, schedule, occurrence, refused);
       }
-      await announceOccurrence(options, schedule, occurrence, accepted);
+      recordFired(options, schedule, occurrence, accepted);
     } catch (error) {
       options.metrics.scheduleFires.inc({ outcome: 'failed' });
       options.log.error(

@@ -1,4 +1,5 @@
 import { inTransaction, type Pool } from '../db/pool.js';
+import { acceptMessage } from '../delivery/send-path.js';
 import type { AcceptedMessage } from '../delivery/store.js';
 import type { Logger } from '../log.js';
 import { type HomeRegionRule, NO_HOME_RULE } from '../regions/regions.js';
@@ -106,7 +107,7 @@ export class SharedScheduler implements Scheduler {
   }
 
   private async fire(scheduleId: string): Promise<void> {
-    const { pool, store, messages, nodeId, metrics, log } = this.options;
+    const { pool, store, nodeId, metrics, log } = this.options;
     try {
       const outcome = await inTransaction(pool, async (client) => {
         await client.query("SELECT pg_advisory_xact_lock(hashtextextended('schedule:' || $1, 0))", [
@@ -140,7 +141,7 @@ export class SharedScheduler implements Scheduler {
         );
         let accepted: AcceptedMessage;
         try {
-          accepted = await messages.accept(sender, message, client);
+          accepted = await acceptMessage(this.options, { origin: 'schedule', sender, message }, client);
         } catch (error) {
           const refused = refusalSkip(error);
           if (!refused) throw error;
