@@ -129,7 +129,10 @@ export class Connection {
   /** A frame already serialized: one frame fanned out to many sockets is serialized once. */
   sendText(text: string): void {
     if (!this.isOpen) return;
-    if (this.held) return this.hold(text);
+    if (this.held) {
+      this.hold(text);
+      return;
+    }
     // Counted with the frame about to be written: one large frame must not take the buffer past its bound.
     if (this.socket.bufferedAmount + text.length > this.bufferLimit) {
       this.log.warn({ connection: this.id }, 'peer too slow to read its frames; closing');
