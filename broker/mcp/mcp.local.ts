@@ -1,10 +1,9 @@
-import { randomUUID } from 'node:crypto';
 import { ProtocolError } from '../../protocol/errors.js';
 import type { SessionIdentity } from '../connections/connection.js';
+import { McpCallProtocol, SINGLE_NODE } from './call-protocol.js';
 import { assertWithinLimits, type McpLimits, type McpUsage } from './limits.js';
 import {
   assertCallable,
-  callResultFrame,
   type McpCall,
   type McpListPage,
   type McpPageRequest,
@@ -13,20 +12,13 @@ import {
   type McpServerEntry,
   type McpSink,
   type McpTool,
-  outcomeOf,
   type RevokedAmong,
   STOPPED_ROUTING,
 } from './mcp.js';
 import { assertListable, byName, fillPage } from './page.js';
 
-interface PendingCall {
-  callerSession: string;
-  callerCallId: string;
-  rid: string | undefined;
-  hostSession: string;
-  server: string;
-  timer: NodeJS.Timeout;
-}
+/** The one node of the local registry, as its calls name it (no call leaves this process). */
+const THIS_NODE = 'local';
 
 /**
  * Registry and pending calls in this node's memory. The gap on 2+ nodes: a call made on another node
@@ -38,15 +30,24 @@ interface PendingCall {
 export class LocalMcpRegistry implements McpRegistry {
   /** meshId → server name → entry */
   private readonly servers = new Map<string, Map<string, McpServerEntry>>();
-  /** broker-made invoke id → pending call */
-  private readonly pending = new Map<string, PendingCall>();
+  /** Both ends of every call, in this process (call-protocol.ts). */
+  private readonly calls: McpCallProtocol;
 
   constructor(
-    private readonly sink: McpSink,
-    private readonly callTimeoutMs: number,
+    sink: McpSink,
+    callTimeoutMs: number,
     private readonly limits: McpLimits,
     private readonly revokedAmong: RevokedAmong,
-  ) {}
+  ) {
+    // One process holds both ends of a call, so an answer after the caller's timeout is `not_found`.
+    this.calls = new McpCallProtocol({
+      nodeId: THIS_NODE,
+      sink,
+      callTimeoutMs,
+      transport: SINGLE_NODE,
+      lateAnswers: 'refused',
+    });
+  }
 
   async register(
     host: SessionIdentity,
@@ -81,7 +82,7 @@ export class LocalMcpRegistry implements McpRegistry {
     if (entry.hostSession !== host.sessionId)
       throw new ProtocolError('forbidden', 'only the host may unregister a server');
     this.servers.get(host.meshId)?.delete(server);
-    this.failCalls(
+    this.calls.failRouted(
       (call) => call.hostSession === host.sessionId && call.server === server,
       'host_left: server unregistered',
     );
@@ -101,43 +102,21 @@ export class LocalMcpRegistry implements McpRegistry {
     if (found) await this.dropRevokedHosts(caller.meshId, [found.host]);
     const entry = this.servers.get(caller.meshId)?.get(call.server);
     assertCallable(entry, call);
-    const invokeId = randomUUID();
-    const timer = setTimeout(() => this.finish(invokeId, { error: 'timeout' }), this.callTimeoutMs);
-    timer.unref();
-    this.pending.set(invokeId, {
-      callerSession: caller.sessionId,
-      callerCallId: call.callId,
-      rid: call.rid,
-      hostSession: entry.hostSession,
-      server: call.server,
-      timer,
-    });
-    this.sink.send(entry.hostSession, {
-      type: 'mcp.invoke',
-      callId: invokeId,
-      server: call.server,
-      tool: call.tool,
-      args: call.args,
-      caller: caller.pubkey,
-    });
+    await this.calls.start(caller, call, { hostSession: entry.hostSession, hostNode: THIS_NODE });
   }
 
   async result(host: SessionIdentity, result: McpResult): Promise<void> {
-    const call = this.pending.get(result.callId);
-    if (!call) throw new ProtocolError('not_found', `no pending call ${result.callId}`);
-    if (call.hostSession !== host.sessionId)
-      throw new ProtocolError('forbidden', 'only the host may answer its calls');
-    this.finish(
-      result.callId,
-      result.error === undefined ? { result: result.result } : { error: result.error },
-    );
+    await this.calls.hostAnswered(host, result);
   }
 
   async hostDisconnected(session: SessionIdentity): Promise<void> {
     for (const entry of this.servers.get(session.meshId)?.values() ?? []) {
       if (entry.hostSession === session.sessionId) entry.online = false;
     }
-    this.failCalls((call) => call.hostSession === session.sessionId, 'host_left: the host disconnected');
+    this.calls.failRouted(
+      (call) => call.hostSession === session.sessionId,
+      'host_left: the host disconnected',
+    );
   }
 
   async hostReconnected(session: SessionIdentity): Promise<void> {
@@ -173,7 +152,7 @@ export class LocalMcpRegistry implements McpRegistry {
 
   /** The row went shared: calls waiting here get their answer now (the registry moves, they do not). */
   async deactivate(): Promise<void> {
-    this.failCalls(() => true, STOPPED_ROUTING);
+    this.calls.stop(STOPPED_ROUTING);
   }
 
   async close(): Promise<void> {}
@@ -197,20 +176,7 @@ export class LocalMcpRegistry implements McpRegistry {
       sessions.add(entry.hostSession);
     }
     if (mesh.size === 0) this.servers.delete(meshId);
-    this.failCalls((call) => sessions.has(call.hostSession), 'host_left: the host member was revoked');
-  }
-
-  private failCalls(match: (call: PendingCall) => boolean, error: string): void {
-    for (const [invokeId, call] of this.pending) if (match(call)) this.finish(invokeId, { error });
-  }
-
-  private finish(invokeId: string, outcome: { result?: unknown; error?: string }): void {
-    const call = this.pending.get(invokeId);
-    if (!call) return;
-    this.pending.delete(invokeId);
-    clearTimeout(call.timer);
-    this.sink.send(call.callerSession, callResultFrame(call, outcome));
-    this.sink.callEnded(outcomeOf(outcome));
+    this.calls.failRouted((call) => sessions.has(call.hostSession), 'host_left: the host member was revoked');
   }
 }
 

@@ -1,15 +1,13 @@
-import { randomUUID } from 'node:crypto';
 import { ProtocolError } from '../../protocol/errors.js';
 import type { Bus, Unsubscribe } from '../bus/bus.js';
-import type { McpInvoke } from '../bus/messages.js';
 import type { SessionIdentity } from '../connections/connection.js';
 import { inTransaction, type Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
 import { type ListReads, primaryReads } from '../regions/regions.js';
+import { type CallTransport, McpCallProtocol } from './call-protocol.js';
 import { assertWithinLimits, type McpLimits, type McpUsage } from './limits.js';
 import {
   assertCallable,
-  callResultFrame,
   type McpCall,
   type McpListPage,
   type McpPageRequest,
@@ -18,27 +16,8 @@ import {
   type McpServerEntry,
   type McpSink,
   type McpTool,
-  outcomeOf,
-  STOPPED_ROUTING,
 } from './mcp.js';
 import { assertListable, fillPage } from './page.js';
-
-/** A call waiting on this (the caller's) node for its result. */
-interface WaitingCall {
-  callerSession: string;
-  callerCallId: string;
-  rid: string | undefined;
-  timer: NodeJS.Timeout;
-}
-
-/** A call this (the host's) node handed to its host session, and where the answer goes. */
-interface RoutedCall {
-  callerNode: string;
-  hostSession: string;
-  server: string;
-  /** Forgets the call once the caller has given up on it (its timeout, plus a margin). */
-  expiry: NodeJS.Timeout;
-}
 
 interface ServerRow {
   server: string;
@@ -72,28 +51,37 @@ const PAGE_CHUNK = 8;
  * meanwhile ends in `timeout`, and the dead node's servers go with its sessions (presence reaper).
  */
 export class SharedMcpRegistry implements McpRegistry {
-  private readonly waiting = new Map<string, WaitingCall>();
-  private readonly routed = new Map<string, RoutedCall>();
+  /** Both ends of the calls through this node; the other node's end is reached over the bus. */
+  private readonly calls: McpCallProtocol;
   private detach: Unsubscribe[] = [];
 
   constructor(
     private readonly pool: Pool,
     private readonly bus: Bus,
     private readonly nodeId: string,
-    private readonly sink: McpSink,
-    private readonly callTimeoutMs: number,
-    private readonly log: Logger,
+    sink: McpSink,
+    callTimeoutMs: number,
+    log: Logger,
     private readonly limits: McpLimits,
     /** Where `mcp.list` reads (the regions row); default the primary. */
     private readonly lists: ListReads = primaryReads(pool),
-  ) {}
+  ) {
+    // The host's node cannot hear of a caller's timeout on another node: it takes a late answer.
+    this.calls = new McpCallProtocol({
+      nodeId,
+      sink,
+      callTimeoutMs,
+      transport: busTransport(bus, log),
+      lateAnswers: 'accepted',
+    });
+  }
 
   /** Takes calls for the hosts connected here, and the answers to calls made here. */
   async activate(): Promise<void> {
     if (this.detach.length > 0) return;
     this.detach = [
-      this.bus.on('mcp.invoke', (_node, payload) => this.invokeHere(payload)),
-      this.bus.on('mcp.result', (_node, payload) => this.finish(payload.invokeId, payload.outcome)),
+      this.bus.on('mcp.invoke', (_node, payload) => this.calls.receive(payload)),
+      this.bus.on('mcp.result', (_node, payload) => this.calls.settle(payload.invokeId, payload.outcome)),
     ];
   }
 
@@ -101,11 +89,7 @@ export class SharedMcpRegistry implements McpRegistry {
   async deactivate(): Promise<void> {
     for (const off of this.detach) off();
     this.detach = [];
-    for (const invokeId of [...this.waiting.keys()]) this.finish(invokeId, { error: STOPPED_ROUTING });
-    this.failRouted(
-      () => true,
-      'host_left: the host node stopped routing MCP calls (a flag flip or a shutdown)',
-    );
+    this.calls.stop('host_left: the host node stopped routing MCP calls (a flag flip or a shutdown)');
   }
 
   /**
@@ -162,7 +146,7 @@ export class SharedMcpRegistry implements McpRegistry {
       'DELETE FROM mcp_servers WHERE mesh_id = $1 AND server = $2 AND host_session = $3',
       [host.meshId, server, host.sessionId],
     );
-    this.failRouted(
+    this.calls.failRouted(
       (call) => call.hostSession === host.sessionId && call.server === server,
       'host_left: server unregistered',
     );
@@ -191,46 +175,11 @@ export class SharedMcpRegistry implements McpRegistry {
   async call(caller: SessionIdentity, call: McpCall): Promise<void> {
     const entry = await this.find(caller.meshId, call.server);
     assertCallable(entry, call);
-    const invokeId = randomUUID();
-    const timer = setTimeout(() => this.finish(invokeId, { error: 'timeout' }), this.callTimeoutMs);
-    timer.unref();
-    this.waiting.set(invokeId, {
-      callerSession: caller.sessionId,
-      callerCallId: call.callId,
-      rid: call.rid,
-      timer,
-    });
-    const invoke: McpInvoke = {
-      invokeId,
-      callerNode: this.nodeId,
-      hostSession: entry.hostSession,
-      server: call.server,
-      frame: {
-        type: 'mcp.invoke',
-        callId: invokeId,
-        server: call.server,
-        tool: call.tool,
-        args: call.args,
-        caller: caller.pubkey,
-      },
-    };
-    if (entry.hostNode === this.nodeId) this.invokeHere(invoke);
-    else if (!(await this.bus.publishToNode(entry.hostNode, 'mcp.invoke', invoke))) {
-      this.finish(invokeId, { error: 'unavailable: the host node cannot be reached' });
-    }
+    await this.calls.start(caller, call, entry);
   }
 
   async result(host: SessionIdentity, result: McpResult): Promise<void> {
-    const call = this.routed.get(result.callId);
-    if (!call) throw new ProtocolError('not_found', `no pending call ${result.callId}`);
-    if (call.hostSession !== host.sessionId)
-      throw new ProtocolError('forbidden', 'only the host may answer its calls');
-    this.forget(result.callId);
-    await this.answer(
-      result.callId,
-      call.callerNode,
-      result.error === undefined ? { result: result.result } : { error: result.error },
-    );
+    await this.calls.hostAnswered(host, result);
   }
 
   async hostDisconnected(session: SessionIdentity): Promise<void> {
@@ -238,7 +187,10 @@ export class SharedMcpRegistry implements McpRegistry {
       'UPDATE mcp_servers SET online = false WHERE host_session = $1 AND host_node = $2',
       [session.sessionId, this.nodeId],
     );
-    this.failRouted((call) => call.hostSession === session.sessionId, 'host_left: the host disconnected');
+    this.calls.failRouted(
+      (call) => call.hostSession === session.sessionId,
+      'host_left: the host disconnected',
+    );
   }
 
   async hostReconnected(session: SessionIdentity): Promise<void> {
@@ -297,59 +249,19 @@ export class SharedMcpRegistry implements McpRegistry {
     );
     return result.rows[0];
   }
-
-  /** On the host's node: hand the invoke to the host session, remembering where the answer goes. */
-  private invokeHere(payload: McpInvoke): void {
-    const { invokeId } = payload;
-    const expiry = setTimeout(() => this.routed.delete(invokeId), this.callTimeoutMs + 5000);
-    expiry.unref();
-    const call: RoutedCall = {
-      callerNode: payload.callerNode,
-      hostSession: payload.hostSession,
-      server: payload.server,
-      expiry,
-    };
-    this.routed.set(invokeId, call);
-    if (!this.sink.reaches(call.hostSession)) {
-      this.forget(invokeId);
-      void this.answer(invokeId, call.callerNode, { error: 'host_left: the host is not connected' });
-      return;
-    }
-    this.sink.send(call.hostSession, payload.frame);
-  }
-
-  private failRouted(match: (call: RoutedCall) => boolean, error: string): void {
-    for (const [invokeId, call] of this.routed) {
-      if (!match(call)) continue;
-      this.forget(invokeId);
-      void this.answer(invokeId, call.callerNode, { error });
-    }
-  }
-
-  private forget(invokeId: string): void {
-    clearTimeout(this.routed.get(invokeId)?.expiry);
-    this.routed.delete(invokeId);
-  }
-
-  private async answer(invokeId: string, callerNode: string, outcome: Outcome): Promise<void> {
-    if (callerNode === this.nodeId) this.finish(invokeId, outcome);
-    else if (!(await this.bus.publishToNode(callerNode, 'mcp.result', { invokeId, outcome }))) {
-      this.log.warn({ invokeId }, 'mcp: could not send a result to the caller node (it will time out)');
-    }
-  }
-
-  /** On the caller's node: the one `mcp.call_result` of a call. */
-  private finish(invokeId: string, outcome: Outcome): void {
-    const call = this.waiting.get(invokeId);
-    if (!call) return;
-    this.waiting.delete(invokeId);
-    clearTimeout(call.timer);
-    this.sink.send(call.callerSession, callResultFrame(call, outcome));
-    this.sink.callEnded(outcomeOf(outcome));
-  }
 }
 
-type Outcome = { result?: unknown; error?: string };
+/** The protocol's messages to other nodes, over the bus (node channel). */
+function busTransport(bus: Bus, log: Logger): CallTransport {
+  return {
+    toHost: (hostNode, invoke) => bus.publishToNode(hostNode, 'mcp.invoke', invoke),
+    toCaller: async (callerNode, invokeId, outcome) => {
+      if (!(await bus.publishToNode(callerNode, 'mcp.result', { invokeId, outcome }))) {
+        log.warn({ invokeId }, 'mcp: could not send a result to the caller node (it will time out)');
+      }
+    },
+  };
+}
 
 function conflict(server: string): ProtocolError {
   return new ProtocolError('conflict', `server "${server}" is already hosted by another session`);
