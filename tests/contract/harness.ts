@@ -26,8 +26,9 @@ import { pushRefreshOnce } from '../../broker/flag-refresh.js';
 import { FAST_CLUSTER } from '../../cli/cluster/fast-timings.js';
 import { renderFlagsDocument } from '../../flags/document.js';
 import { FLAG_KEYS, type FlagKey, type FlagValues } from '../../flags/registry.js';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
+import type { TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh, type TestMesh } from '../helpers/mesh.js';
+import { startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { ThrowawayRedisCluster } from '../helpers/redis-cluster.js';
 import { seriesValue } from '../helpers/verifier.js';
@@ -126,14 +127,18 @@ export class World {
 
   /** Another node of this world (same database, Redis prefix, flags and settings); stopped at teardown. */
   async startNode(label = `x${this.extra.length}`): Promise<TestNode> {
-    const node = await startTestNode(this.db.url, {
-      ...FAST_CLUSTER,
-      ...this.options.env,
-      NODE_ID: `${this.kind}-${label}-${randomBytes(2).toString('hex')}`,
-      REDIS_KEY_PREFIX: this.prefix,
-      ...(this.redisCluster ? { REDIS_CLUSTER_NODES: this.redisCluster.nodesVariable } : {}),
-      FLAGS_DIR: this.flagsDir,
-      FLAGS_ENV,
+    const node = await startNode({
+      kind: 'in-process',
+      databaseUrl: this.db.url,
+      env: {
+        ...FAST_CLUSTER,
+        ...this.options.env,
+        NODE_ID: `${this.kind}-${label}-${randomBytes(2).toString('hex')}`,
+        REDIS_KEY_PREFIX: this.prefix,
+        ...(this.redisCluster ? { REDIS_CLUSTER_NODES: this.redisCluster.nodesVariable } : {}),
+        FLAGS_DIR: this.flagsDir,
+        FLAGS_ENV,
+      },
     });
     if (this.nodes.length >= (this.home ? 2 : 1)) this.extra.push(node);
     return node;

@@ -6,9 +6,9 @@ import { generateMemberKeys } from '@mesh-broker/sdk';
 import { FAST_CLUSTER } from '../../cli/cluster/fast-timings.js';
 import { renderFlagsDocument } from '../../flags/document.js';
 import { defaultFlagValues, FLAG_KEYS, type FlagKey, phasePreset } from '../../flags/registry.js';
-import { ADMIN_TOKEN } from './broker.js';
-import { type NodeProcess, spawnBrokerProcess } from './cli.js';
+import type { NodeProcess } from './cli.js';
 import type { TestMesh } from './mesh.js';
+import { ADMIN_TOKEN, startNode } from './nodes.js';
 import { waitFor } from './wait.js';
 
 /** Shared with `workbench chaos` (cli/cluster/fast-timings.ts). */
@@ -31,6 +31,7 @@ export const PHASE3_FLAGS: FlagKey[] = FLAG_KEYS.filter((key) => phasePreset(3)[
 /**
  * Broker processes sharing one database and one Redis prefix (one cluster), each in a flags environment
  * whose file the test controls. Nodes of different environments in one cluster make a mixed cluster.
+ * Its nodes are the one fixture's process nodes (tests/helpers/nodes.ts `startNode`).
  */
 export class TestCluster {
   readonly nodes = new Map<string, NodeProcess>();
@@ -49,14 +50,18 @@ export class TestCluster {
   }
 
   async start(nodeId: string, environment: string, env: Record<string, string> = {}): Promise<NodeProcess> {
-    const node = await spawnBrokerProcess(this.databaseUrl, {
-      ...FAST_CLUSTER,
-      ...this.env,
-      NODE_ID: nodeId,
-      FLAGS_DIR: this.flagsDir,
-      FLAGS_ENV: environment,
-      REDIS_KEY_PREFIX: this.prefix,
-      ...env,
+    const node = await startNode({
+      kind: 'process',
+      databaseUrl: this.databaseUrl,
+      env: {
+        ...FAST_CLUSTER,
+        ...this.env,
+        NODE_ID: nodeId,
+        FLAGS_DIR: this.flagsDir,
+        FLAGS_ENV: environment,
+        REDIS_KEY_PREFIX: this.prefix,
+        ...env,
+      },
     });
     this.nodes.set(nodeId, node);
     return node;
@@ -98,9 +103,7 @@ export class TestCluster {
   }
 
   kill(nodeId: string, signal: NodeJS.Signals = 'SIGKILL'): Promise<number | string | null> {
-    const node = this.node(nodeId);
-    node.process.kill(signal);
-    return node.exited;
+    return this.node(nodeId).kill(signal);
   }
 
   async stop(): Promise<void> {

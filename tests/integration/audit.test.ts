@@ -1,9 +1,10 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Frame } from '../../protocol/frames.js';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
+import type { TestNode } from '../helpers/broker.js';
 import { runWorkbench } from '../helpers/cli.js';
 import { helloFrame, rawSession } from '../helpers/hello.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
+import { startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 
 let db: TestDatabase;
@@ -11,7 +12,7 @@ let node: TestNode;
 
 beforeAll(async () => {
   db = await createTestDatabase('audit');
-  node = await startTestNode(db.url);
+  node = await startNode({ kind: 'in-process', databaseUrl: db.url });
 });
 afterEach(closeAllClients);
 afterAll(async () => {
@@ -158,7 +159,11 @@ describe('audit chain', () => {
   });
 
   it('documents the local gap: two nodes appending to one mesh fork its chain, and the verifier says where', async () => {
-    const other = await startTestNode(db.url, { SEND_BURST: '1000', SEND_RATE_PER_MIN: '10000' });
+    const other = await startNode({
+      kind: 'in-process',
+      databaseUrl: db.url,
+      env: { SEND_BURST: '1000', SEND_RATE_PER_MIN: '10000' },
+    });
     try {
       const mesh = await createMesh(node, 2);
       const a = await connectPeer(node.wsUrl, mesh, mesh.members[0]!);

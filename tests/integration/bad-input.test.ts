@@ -1,7 +1,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
+import type { TestNode } from '../helpers/broker.js';
 import { helloFrame, rawSession } from '../helpers/hello.js';
 import { closeAllClients, connectPeer, createMesh, type TestMesh } from '../helpers/mesh.js';
+import { startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import type { RawSocket } from '../helpers/raw.js';
 
@@ -12,7 +13,7 @@ let socket: RawSocket;
 
 beforeAll(async () => {
   db = await createTestDatabase('bad_input');
-  node = await startTestNode(db.url);
+  node = await startNode({ kind: 'in-process', databaseUrl: db.url });
   mesh = await createMesh(node, 3);
   socket = await rawSession(node.wsUrl, helloFrame(mesh, mesh.members[0]!));
 });

@@ -1,7 +1,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Frame } from '../../protocol/frames.js';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
+import type { TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
+import { startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { pause, waitFor } from '../helpers/wait.js';
 
@@ -12,7 +13,7 @@ let node: TestNode;
 
 beforeAll(async () => {
   db = await createTestDatabase('clock');
-  node = await startTestNode(db.url, env);
+  node = await startNode({ kind: 'in-process', databaseUrl: db.url, env });
 });
 afterEach(closeAllClients);
 afterAll(async () => {
@@ -100,7 +101,7 @@ describe('mesh clock on one node', () => {
       return r.rows[0]?.auto_paused ? r.rows[0] : undefined;
     });
     // A new node (a later leader) picks the clock up from its row when a session of the mesh arrives.
-    const later = await startTestNode(db.url, env);
+    const later = await startNode({ kind: 'in-process', databaseUrl: db.url, env });
     try {
       const b = await connectPeer(later.wsUrl, mesh, mesh.members[0]!);
       const tick = (await b.next('frame', (f) => f.type === 'clock.tick')) as Tick;

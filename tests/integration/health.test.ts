@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
+import type { TestNode } from '../helpers/broker.js';
 import { helloFrame } from '../helpers/hello.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
+import { startNode } from '../helpers/nodes.js';
 import { ThrowawayPostgres } from '../helpers/pg-cluster.js';
 import { RawSocket } from '../helpers/raw.js';
 import { waitFor } from '../helpers/wait.js';
@@ -11,7 +12,7 @@ let node: TestNode;
 
 beforeAll(async () => {
   postgres = await ThrowawayPostgres.create();
-  node = await startTestNode(postgres.url);
+  node = await startNode({ kind: 'in-process', databaseUrl: postgres.url });
 });
 afterAll(async () => {
   closeAllClients();

@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { generateMemberKeys } from '@mesh-broker/sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
+import type { TestNode } from '../helpers/broker.js';
 import { helloFrame, rawSession } from '../helpers/hello.js';
 import { closeAllClients, connectPeer, createMesh, type TestMesh } from '../helpers/mesh.js';
+import { startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { RawSocket } from '../helpers/raw.js';
 
@@ -13,7 +14,7 @@ let mesh: TestMesh;
 
 beforeAll(async () => {
   db = await createTestDatabase('hello');
-  node = await startTestNode(db.url);
+  node = await startNode({ kind: 'in-process', databaseUrl: db.url });
   mesh = await createMesh(node, 3);
 });
 afterEach(closeAllClients);

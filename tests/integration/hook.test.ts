@@ -1,6 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
+import type { TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
+import { startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 
 let db: TestDatabase;
@@ -8,7 +9,7 @@ let node: TestNode;
 
 beforeAll(async () => {
   db = await createTestDatabase('hook');
-  node = await startTestNode(db.url);
+  node = await startNode({ kind: 'in-process', databaseUrl: db.url });
 });
 afterEach(closeAllClients);
 afterAll(async () => {

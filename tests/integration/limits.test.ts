@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
+import type { TestNode } from '../helpers/broker.js';
 import { helloFrame, rawSession } from '../helpers/hello.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
+import { startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { RawSocket } from '../helpers/raw.js';
 
@@ -11,7 +12,11 @@ let node: TestNode;
 
 beforeAll(async () => {
   db = await createTestDatabase('limits');
-  node = await startTestNode(db.url, { MESH_CONNECTION_CAP: '2', HOOK_RATE_PER_MIN: '3' });
+  node = await startNode({
+    kind: 'in-process',
+    databaseUrl: db.url,
+    env: { MESH_CONNECTION_CAP: '2', HOOK_RATE_PER_MIN: '3' },
+  });
 });
 afterEach(closeAllClients);
 afterAll(async () => {

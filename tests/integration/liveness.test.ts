@@ -1,7 +1,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
+import type { TestNode } from '../helpers/broker.js';
 import { helloFrame } from '../helpers/hello.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
+import { startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { RawSocket } from '../helpers/raw.js';
 
@@ -10,7 +11,11 @@ let node: TestNode;
 
 beforeAll(async () => {
   db = await createTestDatabase('liveness');
-  node = await startTestNode(db.url, { HEARTBEAT_MS: '200', PRESENCE_GRACE_MS: '200' });
+  node = await startNode({
+    kind: 'in-process',
+    databaseUrl: db.url,
+    env: { HEARTBEAT_MS: '200', PRESENCE_GRACE_MS: '200' },
+  });
 });
 afterEach(closeAllClients);
 afterAll(async () => {

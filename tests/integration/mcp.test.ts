@@ -1,8 +1,9 @@
 import type { MeshClient } from '@mesh-broker/sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Frame } from '../../protocol/frames.js';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
+import type { TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
+import { startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 
 let db: TestDatabase;
@@ -10,7 +11,7 @@ let node: TestNode;
 
 beforeAll(async () => {
   db = await createTestDatabase('mcp');
-  node = await startTestNode(db.url, { MCP_CALL_TIMEOUT_MS: '400' });
+  node = await startNode({ kind: 'in-process', databaseUrl: db.url, env: { MCP_CALL_TIMEOUT_MS: '400' } });
 });
 afterEach(closeAllClients);
 afterAll(async () => {

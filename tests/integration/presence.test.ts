@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { PeerLeft } from '../../protocol/frames.js';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
+import type { TestNode } from '../helpers/broker.js';
 import { helloFrame, rawSession } from '../helpers/hello.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
+import { startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 
 const GRACE_MS = 400;
@@ -12,7 +13,11 @@ let node: TestNode;
 
 beforeAll(async () => {
   db = await createTestDatabase('presence');
-  node = await startTestNode(db.url, { PRESENCE_GRACE_MS: String(GRACE_MS), MESH_CONNECTION_CAP: '300' });
+  node = await startNode({
+    kind: 'in-process',
+    databaseUrl: db.url,
+    env: { PRESENCE_GRACE_MS: String(GRACE_MS), MESH_CONNECTION_CAP: '300' },
+  });
 });
 afterEach(closeAllClients);
 afterAll(async () => {

@@ -5,8 +5,9 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { renderFlagsDocument } from '../../flags/document.js';
 import { defaultFlagValues } from '../../flags/registry.js';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
+import type { TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
+import { startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { ThrowawayRedis } from '../helpers/redis-server.js';
 import { waitFor } from '../helpers/wait.js';
@@ -30,7 +31,10 @@ beforeAll(async () => {
     REDIS_URL: redis.url,
     REDIS_KEY_PREFIX: `rl:${randomBytes(3).toString('hex')}:`,
   };
-  [a, b] = await Promise.all([startTestNode(db.url, env), startTestNode(db.url, env)]);
+  [a, b] = await Promise.all([
+    startNode({ kind: 'in-process', databaseUrl: db.url, env }),
+    startNode({ kind: 'in-process', databaseUrl: db.url, env }),
+  ]);
 });
 afterEach(closeAllClients);
 afterAll(async () => {

@@ -1,7 +1,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Frame, Message } from '../../protocol/frames.js';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
+import type { TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
+import { startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -10,7 +11,7 @@ let node: TestNode;
 
 beforeAll(async () => {
   db = await createTestDatabase('schedules');
-  node = await startTestNode(db.url);
+  node = await startNode({ kind: 'in-process', databaseUrl: db.url });
 });
 afterEach(closeAllClients);
 afterAll(async () => {
@@ -177,7 +178,11 @@ describe('scheduled messages on one node', () => {
   });
 
   it('refuses an unknown recipient and enforces the per-member limit', async () => {
-    const limited = await startTestNode(db.url, { SCHEDULE_MAX_PER_MEMBER: '2' });
+    const limited = await startNode({
+      kind: 'in-process',
+      databaseUrl: db.url,
+      env: { SCHEDULE_MAX_PER_MEMBER: '2' },
+    });
     try {
       const mesh = await createMesh(limited, 2);
       const a = await connectPeer(limited.wsUrl, mesh, mesh.members[0]!);
@@ -207,7 +212,7 @@ describe('scheduled messages on one node', () => {
     await db.query("UPDATE schedules SET next_fire_at = now() - interval '1 hour' WHERE id = $1", [
       created.scheduleId,
     ]);
-    const booted = await startTestNode(db.url);
+    const booted = await startNode({ kind: 'in-process', databaseUrl: db.url });
     try {
       const b = await connectPeer(booted.wsUrl, mesh, mesh.members[1]!);
       const message = (await b.next('message')) as Message;
@@ -236,7 +241,7 @@ describe('scheduled messages on one node', () => {
       at: Date.now() + 1000,
     });
     // A second node booting while the schedule is pending re-arms it as well.
-    const second = await startTestNode(db.url);
+    const second = await startNode({ kind: 'in-process', databaseUrl: db.url });
     try {
       const rows = await waitFor(async () => {
         const r = await db.query('SELECT occurrence FROM messages WHERE schedule_id = $1', [

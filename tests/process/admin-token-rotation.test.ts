@@ -6,7 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminOf } from '../helpers/broker.js';
-import { type NodeProcess, runWorkbench, spawnBrokerProcess } from '../helpers/cli.js';
+import { type NodeProcess, runWorkbench } from '../helpers/cli.js';
+import { startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -25,7 +26,7 @@ afterAll(async () => {
 });
 
 async function broker(env: Record<string, string>): Promise<NodeProcess> {
-  const node = await spawnBrokerProcess(db.url, env);
+  const node = await startNode({ kind: 'process', databaseUrl: db.url, env });
   nodes.push(node);
   return node;
 }

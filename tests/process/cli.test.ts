@@ -6,9 +6,10 @@ import { join } from 'node:path';
 import { pubkeyOf } from '@mesh-broker/sdk';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
+import type { TestNode } from '../helpers/broker.js';
 import { runWorkbench } from '../helpers/cli.js';
 import { closeAllClients, connectPeer, type TestMesh } from '../helpers/mesh.js';
+import { startNode } from '../helpers/nodes.js';
 import { SERVER_URL } from '../helpers/postgres.js';
 
 const dbName = `wb_test_cli_${randomBytes(4).toString('hex')}`;
@@ -80,7 +81,7 @@ describe('workbench CLI', () => {
       expect(member.secretKey).toMatch(/^[0-9a-f]{64}$/);
       expect(pubkeyOf(member.secretKey)).toBe(member.pubkey);
     }
-    node = await startTestNode(databaseUrl);
+    node = await startNode({ kind: 'in-process', databaseUrl });
     const a = await connectPeer(node.wsUrl, file, file.members[0]!);
     const b = await connectPeer(node.wsUrl, file, file.members[1]!);
     const got = b.next('message');

@@ -2,8 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { generateMemberKeys } from '@mesh-broker/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_TOKEN } from '../helpers/broker.js';
-import { type NodeProcess, spawnBrokerProcess } from '../helpers/cli.js';
+import type { NodeProcess } from '../helpers/cli.js';
 import { closeAllClients, connectPeer, type TestMesh } from '../helpers/mesh.js';
+import { startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 
 let db: TestDatabase;
@@ -11,7 +12,7 @@ let node: NodeProcess;
 
 beforeAll(async () => {
   db = await createTestDatabase('drain');
-  node = await spawnBrokerProcess(db.url, { NODE_ID: 'drain-a' });
+  node = await startNode({ kind: 'process', databaseUrl: db.url, env: { NODE_ID: 'drain-a' } });
 });
 afterAll(async () => {
   closeAllClients();

@@ -9,9 +9,10 @@ import { join } from 'node:path';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packageRoot } from '../../broker/paths.js';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
+import type { TestNode } from '../helpers/broker.js';
 import { captured } from '../helpers/cli.js';
 import { createMesh, type TestMesh } from '../helpers/mesh.js';
+import { startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { type Finished, runToEnd } from '../helpers/process.js';
 import { waitFor } from '../helpers/wait.js';
@@ -58,7 +59,7 @@ const lines = (stdout: string) =>
 
 beforeAll(async () => {
   db = await createTestDatabase('examples');
-  node = await startTestNode(db.url, { NODE_ID: 'examples' });
+  node = await startNode({ kind: 'in-process', databaseUrl: db.url, env: { NODE_ID: 'examples' } });
   mesh = await createMesh(node, 2);
   browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',

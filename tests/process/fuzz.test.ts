@@ -1,8 +1,9 @@
 import type { MeshClient } from '@mesh-broker/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_TOKEN, adminOf } from '../helpers/broker.js';
-import { type NodeProcess, runWorkbench, spawnBrokerProcess } from '../helpers/cli.js';
+import { type NodeProcess, runWorkbench } from '../helpers/cli.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
+import { startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { pause } from '../helpers/wait.js';
 
@@ -11,7 +12,7 @@ let node: NodeProcess;
 
 beforeAll(async () => {
   db = await createTestDatabase('fuzz');
-  node = await spawnBrokerProcess(db.url);
+  node = await startNode({ kind: 'process', databaseUrl: db.url });
 }, 60_000);
 afterAll(async () => {
   closeAllClients();

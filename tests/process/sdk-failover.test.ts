@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
-import { type NodeProcess, spawnBrokerProcess } from '../helpers/cli.js';
+import type { TestNode } from '../helpers/broker.js';
+import type { NodeProcess } from '../helpers/cli.js';
 import { closeAllClients, connectPeer, createMesh, type TestMesh } from '../helpers/mesh.js';
+import { startNode } from '../helpers/nodes.js';
 import { freePort } from '../helpers/ports.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 
@@ -12,8 +13,16 @@ let mesh: TestMesh;
 
 beforeAll(async () => {
   db = await createTestDatabase('sdk_failover');
-  frozen = await spawnBrokerProcess(db.url, { NODE_ID: 'will-freeze', HEARTBEAT_MS: '300' });
-  healthy = await startTestNode(db.url, { NODE_ID: 'healthy', HEARTBEAT_MS: '300' });
+  frozen = await startNode({
+    kind: 'process',
+    databaseUrl: db.url,
+    env: { NODE_ID: 'will-freeze', HEARTBEAT_MS: '300' },
+  });
+  healthy = await startNode({
+    kind: 'in-process',
+    databaseUrl: db.url,
+    env: { NODE_ID: 'healthy', HEARTBEAT_MS: '300' },
+  });
   mesh = await createMesh(healthy, 2);
 });
 afterAll(async () => {
