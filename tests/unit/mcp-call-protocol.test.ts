@@ -76,8 +76,12 @@ const caller = identity('caller-session');
 const host = identity('host-session');
 const call = { callId: 'c-1', server: 'calc', tool: 'add', args: { n: 1 }, rid: 'r-1' };
 
-/** Lets the in-memory transport deliver what is queued. */
-const delivered = () => new Promise<void>((resolve) => setTimeout(resolve, 0));
+/**
+ * Lets the in-memory transport deliver what is queued: it delivers in microtasks, and the microtask queue
+ * (with whatever those deliveries queue in turn) is drained before the next turn of the event loop. No time
+ * passes: one turn, not a sleep.
+ */
+const delivered = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 function invokesOf(node: TestNode) {
   return node.sent

@@ -6,46 +6,21 @@
  * arithmetic, which the WebSocket tests (tests/integration/abuse-gateway.test.ts) exercise only at one
  * socket count.
  */
-import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import {
   Connection,
   NODE_OUTBOUND_BUDGET,
   OUTBOUND_HIGH_WATER,
 } from '../../broker/connections/connection.js';
-import { createLogger } from '../../broker/log.js';
 import { MAX_REPLY_BYTES, serializeReply } from '../../broker/ws/gateway.js';
 import { ProtocolError } from '../../protocol/errors.js';
+import { StandInSocket, standInConnection } from '../helpers/stand-in-socket.js';
 import { pause } from '../helpers/wait.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
 
-class StandInSocket {
-  readonly OPEN = 1;
-  readonly CLOSING = 2;
-  readonly CLOSED = 3;
-  readyState = 1;
-  bufferedAmount = 0;
-  sent: string[] = [];
-  closed: { code: number; reason: string } | undefined;
-  readonly _socket = Object.assign(new EventEmitter(), { cork() {}, uncork() {} });
-  send(text: string) {
-    this.sent.push(text);
-  }
-  close(code: number, reason: string) {
-    this.closed = { code, reason };
-    this.readyState = this.CLOSING;
-  }
-}
-
-const log = createLogger('test', 'silent');
-
-function connection(sockets: number): { socket: StandInSocket; connection: Connection } {
-  const socket = new StandInSocket();
-  // biome-ignore lint/suspicious/noExplicitAny: the stand-in has what Connection reads of a WebSocket
-  return { socket, connection: new Connection(socket as any, '127.0.0.1', log, () => sockets) };
-}
+const connection = standInConnection;
 
 /** The most a socket can hold before a write closes it, found by writing: a frame of `size` at `buffered`. */
 function closesAt(sockets: number, buffered: number, size: number): boolean {

@@ -4,37 +4,12 @@
  * the session's hooks run, then the welcome). What the mesh says meanwhile (another peer's peer.left, a
  * tick) is held by the Connection and written after the welcome, in order, bounded. Seen in a full run as
  * `workbench fuzz: no welcome: {"type":"peer.left",…}`. The socket is a stand-in with what Connection reads
- * of ws's WebSocket, as in outbound-bounds.test.ts: what is checked is Connection's ordering.
+ * of ws's WebSocket, tests/helpers/stand-in-socket.ts: what is checked is Connection's ordering.
  */
-import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { Connection } from '../../broker/connections/connection.js';
-import { createLogger } from '../../broker/log.js';
+import { type StandInSocket, standInConnection } from '../helpers/stand-in-socket.js';
 
-class StandInSocket {
-  readonly OPEN = 1;
-  readonly CLOSING = 2;
-  readonly CLOSED = 3;
-  readyState = 1;
-  bufferedAmount = 0;
-  sent: string[] = [];
-  closed: { code: number; reason: string } | undefined;
-  readonly _socket = Object.assign(new EventEmitter(), { cork() {}, uncork() {} });
-  send(text: string) {
-    this.sent.push(text);
-  }
-  close(code: number, reason: string) {
-    this.closed = { code, reason };
-    this.readyState = this.CLOSING;
-  }
-}
-
-function connection(): { socket: StandInSocket; connection: Connection } {
-  const socket = new StandInSocket();
-  const log = createLogger('test', 'silent');
-  // biome-ignore lint/suspicious/noExplicitAny: the stand-in has what Connection reads of a WebSocket
-  return { socket, connection: new Connection(socket as any, '127.0.0.1', log, () => 1) };
-}
+const connection = () => standInConnection();
 
 const types = (socket: StandInSocket) => socket.sent.map((text) => JSON.parse(text).type);
 
