@@ -39,7 +39,14 @@ export const sendFrame = z.object({
 
 export const ackFrame = z.object({
   type: z.literal('ack'),
-  messageId: z.string().regex(/^[1-9]\d{0,15}$/, 'must be the messageId of a message frame'),
+  // `<row id>-<16 hex tag>` exactly as a message frame gave it (docs/protocol.md § Durable messages); a bare
+  // row id (the format before migration 0014) names no message: after a restore it may be another one's.
+  messageId: z
+    .string()
+    .regex(
+      /^[1-9]\d{0,15}-[0-9a-f]{16}$/,
+      'must be the messageId of a message frame as given (<id>-<16 hex digits>, e.g. "42-9f86d081884c7d65")',
+    ),
   rid,
 });
 

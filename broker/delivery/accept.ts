@@ -1,5 +1,6 @@
 /**
- * Accepting messages: one call of the database function `accept_messages` (migrations/0013_accept_messages.sql)
+ * Accepting messages: one call of the database function `accept_messages` (migrations/0013_accept_messages.sql,
+ * as migration 0014 redefined it to return each message's tag)
  * stores a batch of messages and their delivery rows, each row with the recipient member's next `seq`
  * (docs/delivery.md). The whole accept runs in the database because nothing of it needs the broker: one
  * round trip per batch (its own transaction, or part of a caller's), which is what a send from a far region
@@ -46,7 +47,7 @@ export async function acceptBatch(
   policy: AcceptPolicy,
 ): Promise<Array<Outcome<AcceptedMessage>>> {
   const { rows } = await db.query<OutcomeRow>(
-    `SELECT refused, message_id AS id, client_id AS "clientId", sender_pubkey AS "from",
+    `SELECT refused, message_id AS id, message_tag AS tag, client_id AS "clientId", sender_pubkey AS "from",
             sender_session AS "fromSession", target, body, kind, schedule_id AS "scheduleId", occurrence,
             created_at AS "createdAt", recipients, seqs, duplicate, nodes, dropped
        FROM accept_messages($1::uuid[], $2::bigint[], $3::uuid[], $4::text[], $5::text[], $6::text[],

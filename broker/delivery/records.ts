@@ -1,5 +1,6 @@
 /** The durable rows of messaging as the node reads them, and the frames recipients get for them. */
 import type { DurableFrame } from '../connections/connection.js';
+import { formatMessageId } from './message-id.js';
 
 /** Who a stored message is from: a member's session (a peer's send, or its schedule or watch). */
 export interface Sender {
@@ -38,6 +39,8 @@ export interface AcceptedMessage {
 
 export interface MessageRow {
   id: number;
+  /** The row's random tag: the messageId is `<id>-<tag>` (message-id.ts). */
+  tag: string;
   clientId: string;
   from: string;
   fromSession: string;
@@ -50,12 +53,12 @@ export interface MessageRow {
 }
 
 /** The columns of a MessageRow, from `messages m JOIN members s ON s.id = m.sender_id`. */
-export const MESSAGE_COLUMNS = `m.id, m.client_id AS "clientId", s.pubkey AS "from", m.sender_session AS "fromSession",
+export const MESSAGE_COLUMNS = `m.id, m.tag, m.client_id AS "clientId", s.pubkey AS "from", m.sender_session AS "fromSession",
   m.target, m.body, m.kind, m.schedule_id AS "scheduleId", m.occurrence, m.created_at AS "createdAt"`;
 
 /** The frame a recipient gets for a stored row: a `message`, or a durable `watch.triggered`. */
 export function toFrame(row: MessageRow): DurableFrame {
-  const base = { messageId: String(row.id), sentAt: row.createdAt.toISOString() };
+  const base = { messageId: formatMessageId(row.id, row.tag), sentAt: row.createdAt.toISOString() };
   if (row.kind === 'watch.triggered') {
     return { type: 'watch.triggered', ...base, ...(JSON.parse(row.body) as object) };
   }

@@ -1,4 +1,5 @@
 import { inTransaction, type Pool } from '../db/pool.js';
+import { parseMessageId } from '../delivery/message-id.js';
 import { acceptMessage } from '../delivery/send-path.js';
 import type { AcceptedMessage } from '../delivery/store.js';
 import type { Logger } from '../log.js';
@@ -149,7 +150,7 @@ export class SharedScheduler implements Scheduler {
         }
         await client.query(
           'UPDATE schedule_occurrences SET message_id = $3 WHERE schedule_id = $1 AND occurrence = $2',
-          [scheduleId, occurrence, Number(accepted.frame.messageId)],
+          [scheduleId, occurrence, parseMessageId(accepted.frame.messageId)!.id],
         );
         await store.fired(scheduleId, occurrence, next, client);
         return { schedule, occurrence, accepted } as const;
