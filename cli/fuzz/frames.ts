@@ -30,7 +30,7 @@ function templates(random: Random, peer: string): Template[] {
   const id = uuid(random);
   return [
     { frame: { type: 'send', id: 'f1', to: peer, body: 'x' }, required: ['id', 'to', 'body'] },
-    { frame: { type: 'ack', messageId: '1' }, required: ['messageId'] },
+    { frame: { type: 'ack', messageId: '1-0123456789abcdef' }, required: ['messageId'] },
     { frame: { type: 'stream.subscribe', stream: 's' }, required: ['stream'] },
     { frame: { type: 'stream.unsubscribe', stream: 's' }, required: ['stream'] },
     { frame: { type: 'stream.publish', stream: 's', data: 1 }, required: ['stream'] },

@@ -209,9 +209,9 @@ describe('an accept batch', () => {
     await other.connect();
     try {
       await other.query('BEGIN');
-      const original = await other.query<{ id: number }>(
+      const original = await other.query<{ id: number; tag: string }>(
         `INSERT INTO messages (mesh_id, sender_id, sender_session, client_id, target, body, recipients)
-         VALUES ($1, $2, $3, 'raced', $4, 'first', $5) RETURNING id`,
+         VALUES ($1, $2, $3, 'raced', $4, 'first', $5) RETURNING id, tag`,
         [mesh.id, fromA.memberId, fromA.sessionId, b.pubkey, [b.id]],
       );
       const batch = accept([
@@ -233,7 +233,7 @@ describe('an accept batch', () => {
         recipients: [b.id],
         seqs: [],
         duplicate: true,
-        frame: { messageId: String(original.rows[0]!.id), body: 'first' },
+        frame: { messageId: `${original.rows[0]!.id}-${original.rows[0]!.tag}`, body: 'first' },
       });
       expect(value(outcomes[1]).seqs).toEqual([[b.id, 1]]);
     } finally {

@@ -65,11 +65,13 @@ describe('bad input on the WebSocket', () => {
     ],
     ['a send with an empty id', { type: 'send', id: '', to: '*', body: 'b' }, 'bad_request', 'field "id"'],
     ['an ack of a non-id', { type: 'ack', messageId: 'abc' }, 'bad_request', 'field "messageId"'],
+    // A bare row id (the messageId before migration 0014) names no message: refused, never matched.
+    ['an ack of a bare row id', { type: 'ack', messageId: '999999' }, 'bad_request', '<id>-<16 hex digits>'],
     [
       'an ack of an unknown message',
-      { type: 'ack', messageId: '999999', rid: 'a' },
+      { type: 'ack', messageId: '999999-0123456789abcdef', rid: 'a' },
       'not_found',
-      'no message 999999',
+      'no message 999999-0123456789abcdef',
     ],
     ['a second hello', { type: 'hello', v: 1 }, 'bad_request', 'hello already accepted'],
     [

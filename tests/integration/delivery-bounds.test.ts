@@ -95,14 +95,18 @@ describe('the delivery backlog and retention', () => {
     });
     expect(retry.messageId).toBe(acked.messageId);
     const rows = (messageId: string) =>
-      count('SELECT count(*)::int AS n FROM messages WHERE id = $1', [messageId]);
+      count(`SELECT count(*)::int AS n FROM messages WHERE id || '-' || tag = $1`, [messageId]);
     await waitFor(async () => (await rows(acked.messageId)) === 0, {
       timeoutMs: 10_000,
       what: 'the acked message removed',
     });
     expect(await rows(owed.messageId)).toBe(1); // owed: kept, whatever its age
     expect(
-      await count('SELECT count(*)::int AS n FROM deliveries WHERE message_id = $1', [owed.messageId]),
+      await count(
+        `SELECT count(*)::int AS n FROM deliveries d JOIN messages m ON m.id = d.message_id
+          WHERE m.id || '-' || m.tag = $1`,
+        [owed.messageId],
+      ),
     ).toBe(1);
     // The member connects later and still gets it; after its ack the message goes too.
     const late = await connectPeer(node.wsUrl, mesh, mesh.members[2]!);

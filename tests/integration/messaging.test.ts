@@ -183,7 +183,10 @@ describe('durable messages on one node', () => {
     b.ack(acked.messageId);
     // The ack is committed: it deleted the delivery row (the member is no longer owed the message).
     await waitFor(async () => {
-      const r = await restartDb.query('SELECT 1 FROM deliveries WHERE message_id = $1', [acked.messageId]);
+      const r = await restartDb.query(
+        `SELECT 1 FROM deliveries d JOIN messages m ON m.id = d.message_id WHERE m.id || '-' || m.tag = $1`,
+        [acked.messageId],
+      );
       return r.rowCount === 0;
     });
 

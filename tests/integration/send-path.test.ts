@@ -88,7 +88,9 @@ describe('the send path', () => {
     const accepted = await first.accepted;
     expect(accepted.duplicate).toBe(false);
     expect(deps.delivery.dispatched).toEqual([{ meshId, messageId: accepted.frame.messageId }]);
-    const stored = await db.query('SELECT 1 FROM messages WHERE id = $1', [accepted.frame.messageId]);
+    const stored = await db.query(`SELECT 1 FROM messages WHERE id || '-' || tag = $1`, [
+      accepted.frame.messageId,
+    ]);
     expect(stored.rowCount).toBe(1);
 
     const retry = await sendMessage(deps, request);
