@@ -14,6 +14,16 @@
  * it would have read, and otherwise reads from Postgres. A lost wake-up therefore costs latency (until the
  * next wake-up of the member, or the periodic check), never order; the first read of a session is its
  * backlog replay.
+ *
+ * History can rewind under a running feed: a restore, or a failover to a replica that had not received the
+ * last commits, behind an address the node keeps using (docs/protocol.md § Message identity). The member's
+ * last seq in Postgres is then below the cursor and the next seqs are handed out again, to other messages
+ * (other messageIds). Two things prove it: a hint at or below the cursor naming another message than the
+ * one this feed wrote at that seq (it remembers the last WRITTEN_KEPT), or a read that finds the member's
+ * last seq below the cursor it read from (every seq up to the cursor was committed before it was written
+ * here). Either starts the feed again from seq 0: the backlog is replayed, the SDK drops what it has seen
+ * by messageId, and the new history's messages go out. A rewind that neither shows (no wake-up of the
+ * member, and the new history already past the cursor) is only healed by the session's next connect.
  */
 import type { DurableFrame } from '../../protocol/frames.js';
 import type { ConnectionFeed } from '../connections/connection.js';
@@ -51,6 +61,8 @@ export const FEED_PAGE = 500;
 const MAX_HINTS = 1000;
 /** A failed read is tried again after this. */
 const RETRY_MS = 1000;
+/** Seqs whose written messageId the feed remembers, to tell a repeated hint from a rewound history's. */
+const WRITTEN_KEPT = 256;
 
 export class SessionFeed implements ConnectionFeed {
   private cursor = 0;
@@ -58,6 +70,10 @@ export class SessionFeed implements ConnectionFeed {
   private reading: Promise<void> | undefined;
   private again = false;
   private readonly hints = new Map<number, { frame: DurableFrame; path: 'local' | 'remote' }>();
+  /** Counts rewinds: a read that began before one is of the old history and is read again. */
+  private rewinds = 0;
+  /** The messageId written at each of the last WRITTEN_KEPT seqs. */
+  private readonly written = new Map<number, string>();
   private retry: NodeJS.Timeout | undefined;
 
   constructor(
@@ -81,7 +97,14 @@ export class SessionFeed implements ConnectionFeed {
   /** Something may be owed to this member. `hint`: the item the waker knows about, if any. */
   wake(hint?: FeedItem, path: 'local' | 'remote' = 'local'): void {
     if (hint) {
-      if (hint.seq <= this.cursor) return;
+      if (hint.seq <= this.cursor) {
+        // Already dealt with, unless it is another message at that seq: the history rewound (see above).
+        const written = this.written.get(hint.seq);
+        if (written === hint.frame.messageId) return;
+        if (written !== undefined) this.rewound(this.cursor, hint.seq, 'a new message at a written seq');
+        this.requestRead();
+        return;
+      }
       if (this.started && !this.reading && !this.socket.congested && hint.seq === this.cursor + 1) {
         this.write(hint);
         this.counted(path, 1);
@@ -92,9 +115,12 @@ export class SessionFeed implements ConnectionFeed {
     this.requestRead();
   }
 
-  /** The periodic check: the member's last seq in Postgres is past what this feed has dealt with. */
+  /**
+   * The periodic check: the member's last seq in Postgres is past what this feed has dealt with, or below
+   * it (a rewound history, or a hint written since the check read the seqs: the read tells them apart).
+   */
   behind(lastSeq: number): boolean {
-    return lastSeq > this.cursor;
+    return lastSeq !== this.cursor;
   }
 
   close(): void {
@@ -120,8 +146,19 @@ export class SessionFeed implements ConnectionFeed {
         // OUTBOUND_HIGH_WATER for it, not its backlog; the rest stays in Postgres.
         await this.socket.whenDrained();
         if (!this.socket.isOpen) return;
-        const page = await this.source.read(this.memberId, this.cursor, FEED_PAGE);
+        const from = this.cursor;
+        const rewinds = this.rewinds;
+        const page = await this.source.read(this.memberId, from, FEED_PAGE);
         if (!this.socket.isOpen) return;
+        if (rewinds !== this.rewinds) {
+          this.again = true;
+          continue;
+        }
+        if (page.lastSeq < from) {
+          this.rewound(from, page.lastSeq, "the member's last seq below the cursor");
+          this.again = true;
+          continue;
+        }
         let written = 0;
         let cutShort = false;
         for (const item of page.items) {
@@ -147,6 +184,18 @@ export class SessionFeed implements ConnectionFeed {
     }
   }
 
+  /** Starts the feed again from seq 0: its next read replays the member's whole backlog. */
+  private rewound(cursor: number, seq: number, evidence: string): void {
+    this.log.warn(
+      { memberId: this.memberId, cursor, seq, evidence },
+      'history rewound under this session (a restore or a failover): replaying its backlog',
+    );
+    this.rewinds++;
+    this.cursor = 0;
+    this.hints.clear();
+    this.written.clear();
+  }
+
   private writeContiguousHints(): void {
     for (const seq of [...this.hints.keys()]) if (seq <= this.cursor) this.hints.delete(seq);
     let next = this.hints.get(this.cursor + 1);
@@ -162,6 +211,8 @@ export class SessionFeed implements ConnectionFeed {
 
   private write(item: FeedItem): void {
     this.cursor = item.seq;
+    this.written.set(item.seq, item.frame.messageId);
+    if (this.written.size > WRITTEN_KEPT) this.written.delete(this.written.keys().next().value!);
     if (this.socket.isOpen) this.socket.writeDurable(item.frame);
   }
 }
