@@ -367,6 +367,7 @@ export const scheduleOccurrences = pgTable(
       .references(() => schedules.id, { onDelete: 'cascade' }),
     occurrence: integer('occurrence').notNull(),
     nodeId: text('node_id').notNull(),
+    /** The occurrence's message row (`messages.id`; not the peer's messageId, which adds the row's tag). */
     messageId: bigint('message_id', { mode: 'number' }),
     firedAt: timestamp('fired_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
   },

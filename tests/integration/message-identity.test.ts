@@ -54,11 +54,12 @@ async function ack(client: MeshClient, messageId: string): Promise<string> {
   }
 }
 
+/** Delivery rows owed for the message with this exact messageId (row id and tag). */
 async function owed(messageId: string): Promise<number> {
-  const id = messageId.split('-')[0];
   const { rows } = await db.query<{ n: number }>(
-    'SELECT count(*)::int AS n FROM deliveries WHERE message_id = $1',
-    [id],
+    `SELECT count(*)::int AS n FROM deliveries d JOIN messages m ON m.id = d.message_id
+      WHERE m.id || '-' || m.tag = $1`,
+    [messageId],
   );
   return rows[0]!.n;
 }
