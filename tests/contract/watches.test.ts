@@ -153,6 +153,8 @@ describe.each(WORLDS)('WatchRunner contract, %s', (kind) => {
         newValue: 'v2',
         messageId: seen[0]!.messageId,
       });
+      // A notification's messageId is a message's: row id and random tag (docs/protocol.md § Message identity).
+      expect(seen[0]!.messageId).toMatch(/^[1-9]\d*-[0-9a-f]{16}$/);
     } finally {
       await remove(creator, changing.watchId, steady.watchId);
     }

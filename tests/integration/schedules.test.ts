@@ -217,6 +217,7 @@ describe('scheduled messages on one node', () => {
       const b = await connectPeer(booted.wsUrl, mesh, mesh.members[1]!);
       const message = (await b.next('message')) as Message;
       expect(message).toMatchObject({ scheduleId: created.scheduleId, occurrence: 1, body: 'tick' });
+      expect(message.messageId).toMatch(/^[1-9]\d*-[0-9a-f]{16}$/); // docs/protocol.md § Message identity
       const row = await waitFor(async () => {
         const r = await db.query('SELECT occurrences, next_fire_at FROM schedules WHERE id = $1', [
           created.scheduleId,
