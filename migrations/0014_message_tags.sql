@@ -1,10 +1,11 @@
--- Message identity that survives a rewound history (issue 25, item 3; docs/protocol.md § Durable messages).
+-- Message identity that survives a rewound history (issue 25, item 3; docs/protocol.md § Message identity).
 -- `messages.id` comes from an identity sequence, and a restore of a backup or a promotion of a replica that
 -- lost a WAL tail sets the sequence back: the next message gets an id a peer has already seen, and the SDK,
 -- which drops repeats by messageId, would drop it. Each message gets a tag of 64 random bits (16 lowercase
 -- hex digits, made in Postgres, so every broker and every accept path gets one without asking), and its
 -- messageId is `<id>-<tag>`: an id handed out again comes with another tag. Existing rows get a tag too
--- (a volatile default is evaluated per row when the column is added).
+-- (a volatile default is evaluated per row when the column is added, which rewrites the table under an
+-- exclusive lock: sends wait for it; the table holds at most the retention window, MESSAGE_RETENTION_MS).
 ALTER TABLE "messages" ADD COLUMN "tag" text DEFAULT substr(md5(gen_random_uuid()::text), 1, 16) NOT NULL;
 --> statement-breakpoint
 -- accept_messages (migration 0013) as it was, but returning each message's tag after its id. Its result

@@ -39,7 +39,7 @@ export const sendFrame = z.object({
 
 export const ackFrame = z.object({
   type: z.literal('ack'),
-  // `<row id>-<16 hex tag>` exactly as a message frame gave it (docs/protocol.md § Durable messages); a bare
+  // `<row id>-<16 hex tag>` exactly as a message frame gave it (docs/protocol.md § Message identity); a bare
   // row id (the format before migration 0014) names no message: after a restore it may be another one's.
   messageId: z
     .string()

@@ -135,7 +135,7 @@ export const messages = pgTable(
     /**
      * 64 random bits (16 lowercase hex), the second half of the messageId `<id>-<tag>`: a restore or a
      * promotion that sets the id sequence back hands out an id again, never the same id and tag
-     * (docs/protocol.md § Durable messages; migration 0014). md5 spreads gen_random_uuid()'s 122 random
+     * (docs/protocol.md § Message identity; migration 0014). md5 spreads gen_random_uuid()'s 122 random
      * bits over all 64 (its own first 16 hex digits hold a fixed version digit).
      */
     tag: text('tag').notNull().default(sql`substr(md5(gen_random_uuid()::text), 1, 16)`),

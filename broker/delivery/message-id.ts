@@ -1,7 +1,7 @@
 /**
  * The messageId a peer sees: `<id>-<tag>`, the message row's id and its random tag (migration 0014). The id
  * alone is not an identity: a restore or a promotion that lost a WAL tail sets its sequence back and hands it
- * out again; the tag (64 random bits) tells the two messages apart (docs/protocol.md § Durable messages).
+ * out again; the tag (64 random bits) tells the two messages apart (docs/protocol.md § Message identity).
  */
 
 /** A messageId as the broker writes it, and as `ack` must give it back. */
