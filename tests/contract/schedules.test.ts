@@ -117,19 +117,22 @@ describe.each(WORLDS)('Scheduler contract, %s', (kind) => {
     const recipient = await world.peer(world.b, mesh, mesh.members[1]!);
     const got = occurrences(recipient);
     const creator = await creators(mesh);
-    const at = Date.now() + 800;
-    const ids: string[] = [];
     // Through both nodes where any node may fire; else through the one that arms local timers.
     const sessions = world.flagValue() ? [creator.onA, creator.onB] : [await creator.now()];
-    for (let i = 0; i < 30; i++) {
-      const created = await sessions[i % sessions.length]!.request<Created>({
-        type: 'schedule.create',
-        to: mesh.members[1]!.pubkey,
-        body: `due ${i}`,
-        at,
-      });
-      ids.push(created.scheduleId);
-    }
+    // Sent at once (pipelined), with a lead that a loaded machine's 30 round trips still fit in: an `at` in
+    // the past by the time a create is handled would be refused.
+    const at = Date.now() + 2500;
+    const created = await Promise.all(
+      Array.from({ length: 30 }, (_, i) =>
+        sessions[i % sessions.length]!.request<Created>({
+          type: 'schedule.create',
+          to: mesh.members[1]!.pubkey,
+          body: `due ${i}`,
+          at,
+        }),
+      ),
+    );
+    const ids = created.map((c) => c.scheduleId);
     await waitFor(() => ids.every((id) => got.has(id)), { timeoutMs: 10_000, what: '30 occurrences' });
     const marker = await (await creator.now()).request<Created>({
       type: 'schedule.create',
@@ -172,18 +175,19 @@ describe.each(WORLDS)('Scheduler contract, %s', (kind) => {
     const got = occurrences(recipient);
     const creator = await creators(mesh);
     const sessions = world.flagValue() ? [creator.onA, creator.onB] : [await creator.now()];
-    const at = Date.now() + 1000;
-    const ids: string[] = [];
-    for (let i = 0; i < 50; i++) {
-      const to = i % 2 === 0 ? mesh.members[1]!.pubkey : '*';
-      const created = await sessions[i % sessions.length]!.request<Created>({
-        type: 'schedule.create',
-        to,
-        body: `flood ${i}`,
-        at,
-      });
-      ids.push(created.scheduleId);
-    }
+    // Pipelined, with a lead that 50 round trips on a loaded machine fit in (a past `at` is refused).
+    const at = Date.now() + 2500;
+    const created = await Promise.all(
+      Array.from({ length: 50 }, (_, i) =>
+        sessions[i % sessions.length]!.request<Created>({
+          type: 'schedule.create',
+          to: i % 2 === 0 ? mesh.members[1]!.pubkey : '*',
+          body: `flood ${i}`,
+          at,
+        }),
+      ),
+    );
+    const ids = created.map((c) => c.scheduleId);
     const decided = async () =>
       (
         await sessions[0]!.request<
