@@ -19,6 +19,8 @@ const UNREACHABLE_MESSAGES = [
   'Client has encountered a connection error',
   'Connection terminated unexpectedly',
   'the database system is',
+  // pg's own bound on a query that set one (the primary-of-record check): the server answers nothing.
+  'Query read timeout',
 ];
 
 /** SQLSTATE read_only_sql_transaction: "cannot execute … in a read-only transaction" (a standby, or a fenced server). */

@@ -37,6 +37,24 @@ const CHECK_SQL = `SELECT pg_is_in_recovery() AS in_recovery,
        CASE WHEN pg_is_in_recovery() THEN NULL
             ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int END AS timeline`;
 
+/**
+ * The check's own bound: a server that accepts a connection and then answers nothing (stalled, or a
+ * partition) must not hold a checkout for ever. pg reports it as "Query read timeout" (an outage, errors.ts).
+ */
+const CHECK_TIMEOUT_MS = 3000;
+
+// pg reads query_timeout from a query's config (lib/client.js); its types do not declare it.
+const CHECK: pg.QueryConfig & { query_timeout: number } = {
+  text: CHECK_SQL,
+  query_timeout: CHECK_TIMEOUT_MS,
+};
+
+interface CheckRow {
+  in_recovery: boolean;
+  read_only: boolean;
+  timeline: number | null;
+}
+
 interface Verified {
   generation: number;
   timeline: number;
@@ -75,11 +93,7 @@ export class PrimaryFence {
   /** Checks `client`'s server (one query); throws NotPrimaryError when it is not the primary of record. */
   async verify(client: pg.ClientBase): Promise<void> {
     const generation = this.generation;
-    const { rows } = await client.query<{
-      in_recovery: boolean;
-      read_only: boolean;
-      timeline: number | null;
-    }>(CHECK_SQL);
+    const { rows } = await client.query<CheckRow>(CHECK);
     const row = rows[0]!;
     if (row.in_recovery)
       throw this.refuse('in_recovery', 'the database server is in recovery (a standby), not the primary');
