@@ -104,9 +104,11 @@ export class PrimaryFence {
         'old_timeline',
         `the database server is on timeline ${timeline}, older than timeline ${this.newestTimeline} seen: an old primary`,
       );
+    const newer = timeline > this.newestTimeline;
     this.newestTimeline = timeline;
     this.verified.set(client, { generation, timeline });
-    this.set('primary');
+    // A newer timeline is news even while the state stays `primary`: a promotion seen.
+    this.set('primary', newer);
   }
 
   /** Refuses a client that `admits` found on an older timeline. */
@@ -131,8 +133,8 @@ export class PrimaryFence {
     return new NotPrimaryError(reason, message);
   }
 
-  private set(state: PrimaryState): void {
-    if (state === this.current) return;
+  private set(state: PrimaryState, newTimeline = false): void {
+    if (state === this.current && !newTimeline) return;
     this.current = state;
     this.onChange(state, this.newestTimeline);
   }

@@ -187,6 +187,8 @@ describe('the primary of record', () => {
     await failOver(setup);
     await route.to(replica.port);
     await untilSent(setup, 'on-the-new-primary');
+    // The promotion seen: the newest timeline is 2, the state still `primary`.
+    expect(await (await fetch(`${node.url}/metrics`)).text()).toMatch(/mesh_broker_db_timeline\{[^}]*\} 2\n/);
     // The old primary comes back as it was: writable, on timeline 1 (the split brain HA must prevent).
     primary.server.start();
     await route.to(primary.port);
