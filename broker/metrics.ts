@@ -275,6 +275,23 @@ export class BrokerMetrics {
     registers: [this.registry],
   });
 
+  /**
+   * 1 for the fence's last verdict on the server behind DATABASE_URL, 0 for the others
+   * (broker/db/primary-fence.ts): anything but `primary` means writes answer `unavailable`.
+   */
+  readonly dbPrimary = new Gauge({
+    name: 'mesh_broker_db_primary',
+    help: "The last primary-of-record check of DATABASE_URL's server (1 for its state: primary, in_recovery, read_only, old_timeline, unknown)",
+    labelNames: ['state'],
+    registers: [this.registry],
+  });
+
+  readonly dbTimeline = new Gauge({
+    name: 'mesh_broker_db_timeline',
+    help: 'The newest Postgres timeline a primary showed this node (a promotion starts a new one)',
+    registers: [this.registry],
+  });
+
   readonly redisUp = new Gauge({
     name: 'mesh_broker_redis_up',
     help: '1 when the node is connected to Redis',

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { isDatabaseUnreachable } from './errors.js';
+import type { PrimaryFence } from './primary-fence.js';
 
 // Postgres `bigint` (int8) columns hold ids and sequence numbers far below 2^53: read them as numbers,
 // alone and in arrays (array_agg of ids).
@@ -15,21 +16,80 @@ export interface PoolOptions {
   max?: number;
   /** Name shown in pg_stat_activity, so an operator can tell which node holds which connection. */
   applicationName?: string;
+  /**
+   * The primary-of-record check for a pool that writes (DATABASE_URL's): every connection is checked
+   * before its first use and after a suspicion (broker/db/primary-fence.ts). Unset for the lag-tolerant
+   * read pool, which is a replica by design.
+   */
+  fence?: PrimaryFence;
+}
+
+type ConnectCallback = (
+  err: Error | undefined,
+  client: pg.PoolClient | undefined,
+  done: (release?: Error | boolean) => void,
+) => void;
+
+/**
+ * A pool that hands out only connections its fence admits. `pool.query` checks out through `connect` as
+ * well (pg-pool's query calls this.connect), so every use of the pool passes here.
+ */
+class FencedPool extends pg.Pool {
+  constructor(
+    config: pg.PoolConfig,
+    private readonly fence: PrimaryFence,
+  ) {
+    super(config);
+    // A connection-level error or a write refused as read-only, on any client: the server behind the
+    // URL may be another one now, so every connection is checked again before its next use.
+    this.on('release', (error) => {
+      if (error instanceof Error && isDatabaseUnreachable(error)) fence.suspect();
+    });
+  }
+
+  override connect(): Promise<pg.PoolClient>;
+  override connect(callback: ConnectCallback): void;
+  override connect(callback?: ConnectCallback): Promise<pg.PoolClient> | undefined {
+    const admitted = this.admitted();
+    if (callback === undefined) return admitted;
+    admitted.then(
+      (client) => callback(undefined, client, client.release),
+      (error: Error) => callback(error, undefined, () => {}),
+    );
+    return undefined;
+  }
+
+  private async admitted(): Promise<pg.PoolClient> {
+    const client = await super.connect();
+    const verdict = this.fence.admits(client);
+    if (verdict === 'yes') return client;
+    try {
+      if (verdict === 'old_timeline') throw this.fence.staleTimeline(client);
+      await this.fence.verify(client);
+      return client;
+    } catch (error) {
+      // Thrown away, not returned: a refused connection is never used again.
+      client.release(error as Error);
+      throw error;
+    }
+  }
 }
 
 /**
  * A connection pool with the settings every part of the broker wants: TCP keepalive so a dead server is
- * noticed, bounded connect time so /health answers quickly while the database is down.
+ * noticed, bounded connect time so /health answers quickly while the database is down, and, given a fence,
+ * only connections to the primary of record.
  */
 export function createPool(databaseUrl: string, options: PoolOptions = {}): pg.Pool {
-  const pool = new pg.Pool({
+  const config: pg.PoolConfig = {
     connectionString: databaseUrl,
     max: options.max ?? 10,
     connectionTimeoutMillis: 3000,
     idleTimeoutMillis: 30_000,
     keepAlive: true,
     application_name: options.applicationName ?? 'mesh-broker',
-  });
+  };
+  const pool = options.fence ? new FencedPool(config, options.fence) : new pg.Pool(config);
   // An idle client that loses its server emits here; without a listener the process would crash.
   pool.on('error', () => {});
   return pool;

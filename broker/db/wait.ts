@@ -6,7 +6,8 @@
  */
 import pg from 'pg';
 import type { Logger } from '../log.js';
-import { isDatabaseUnreachable } from './errors.js';
+import { isDatabaseUnreachable, isNotPrimary } from './errors.js';
+import { PrimaryFence } from './primary-fence.js';
 
 export interface DatabaseWaitOptions {
   /** How long to keep trying; 0 means one attempt. */
@@ -34,9 +35,11 @@ export function describeDatabase(databaseUrl: string): string {
 }
 
 /**
- * Resolves once Postgres at `databaseUrl` answers a query. Retries only while the database is unreachable
- * (refused, reset, timed out, name not resolved, starting up); any other error, such as a wrong password
- * or a missing database, is thrown at once, since waiting would not change it.
+ * Resolves once Postgres at `databaseUrl` answers a query as the primary of record (not in recovery, not
+ * read-only: broker/db/primary-fence.ts), so migrations never run on a standby. Retries only while the
+ * database is unreachable (refused, reset, timed out, name not resolved, starting up) or not the primary (a
+ * failover in progress promotes one soon); any other error, such as a wrong password or a missing database,
+ * is thrown at once, since waiting would not change it.
  */
 export async function waitForDatabase(databaseUrl: string, options: DatabaseWaitOptions): Promise<void> {
   const database = describeDatabase(databaseUrl);
@@ -52,8 +55,9 @@ export async function waitForDatabase(databaseUrl: string, options: DatabaseWait
     const waitedMs = Date.now() - started;
     const leftMs = options.waitMs - waitedMs;
     if (leftMs <= 0) {
+      const outcome = isNotPrimary(error) ? 'was not the primary of record' : 'did not answer';
       throw new DatabaseWaitError(
-        `Postgres at ${database} did not answer within ${Math.round(options.waitMs / 1000)} s ` +
+        `Postgres at ${database} ${outcome} within ${Math.round(options.waitMs / 1000)} s ` +
           `(STARTUP_DB_WAIT_MS=${options.waitMs}; ${attempt} attempt${attempt === 1 ? '' : 's'}): ` +
           `${(error as Error).message}`,
       );
@@ -78,7 +82,7 @@ async function tryOnce(databaseUrl: string): Promise<unknown> {
   client.on('error', () => {});
   try {
     await client.connect();
-    await client.query('SELECT 1');
+    await new PrimaryFence().verify(client);
     return undefined;
   } catch (error) {
     return error;

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { isNotPrimary } from '../db/errors.js';
 import type { Pool } from '../db/pool.js';
 import type { BrokerMetrics } from '../metrics.js';
 import type { RedisClient } from '../redis/clients.js';
@@ -35,13 +36,16 @@ export interface HealthOptions {
 /**
  * Asks Postgres and Redis whether they answer, and records it in `mesh_broker_db_up` / `_redis_up`. Run
  * by /health and before every /metrics scrape, so the gauges are fresh even when nobody polls /health.
+ * `db` is `not_primary` when Postgres answers but the fence refuses its server (a standby, read-only, or an
+ * old primary on an older timeline: broker/db/primary-fence.ts); the probe's checkout is what re-checks
+ * after a suspicion.
  */
 export async function probeDependencies(
   options: Pick<HealthOptions, 'pool' | 'redis' | 'metrics'>,
-): Promise<{ db: 'up' | 'down'; redis: 'up' | 'down' }> {
+): Promise<{ db: 'up' | 'down' | 'not_primary'; redis: 'up' | 'down' }> {
   const db = await within(options.pool.query('SELECT 1'), CHECK_TIMEOUT_MS).then(
     () => 'up' as const,
-    () => 'down' as const,
+    (error: unknown) => (isNotPrimary(error) ? ('not_primary' as const) : ('down' as const)),
   );
   const redis =
     options.redis.status === 'ready'
@@ -50,7 +54,7 @@ export async function probeDependencies(
           () => 'down' as const,
         )
       : ('down' as const);
-  options.metrics.dbUp.set(db === 'up' ? 1 : 0);
+  options.metrics.dbUp.set(db === 'down' ? 0 : 1);
   options.metrics.redisUp.set(redis === 'up' ? 1 : 0);
   return { db, redis };
 }

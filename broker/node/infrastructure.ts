@@ -11,6 +11,7 @@ import { publishingToRemotes } from '../bus/remote-regions.js';
 import type { BrokerConfig } from '../config.js';
 import { runMigrations } from '../db/migrate.js';
 import { createPool, type Pool } from '../db/pool.js';
+import { PRIMARY_STATES, PrimaryFence, type PrimaryState } from '../db/primary-fence.js';
 import { waitForDatabase } from '../db/wait.js';
 import type { Logger } from '../log.js';
 import type { BrokerMetrics } from '../metrics.js';
@@ -49,7 +50,8 @@ export async function openInfrastructure(
   if (config.flagsProvider === 'unleash') ensureWritableFolder(config.stateDir, 'STATE_DIR');
   await waitForDatabase(config.databaseUrl, { waitMs: config.startupDbWaitMs, log });
   await runMigrations(config.databaseUrl);
-  const pool = createPool(config.databaseUrl, { applicationName: `mesh-broker:${config.nodeId}` });
+  const fence = primaryFence(log, metrics);
+  const pool = createPool(config.databaseUrl, { applicationName: `mesh-broker:${config.nodeId}`, fence });
   const readPool =
     config.databaseReadUrl === config.databaseUrl
       ? pool
@@ -115,6 +117,24 @@ export async function openInfrastructure(
     throw error;
   }
   return { pool, readPool, redis, counters, pubsub, bus, close };
+}
+
+/** The fence of DATABASE_URL's pool, its verdicts logged and shown in mesh_broker_db_primary{state}. */
+function primaryFence(log: Logger, metrics: BrokerMetrics): PrimaryFence {
+  const show = (state: PrimaryState, timeline: number) => {
+    for (const each of PRIMARY_STATES) metrics.dbPrimary.set({ state: each }, each === state ? 1 : 0);
+    metrics.dbTimeline.set(timeline);
+  };
+  show('unknown', 0);
+  return new PrimaryFence((state, timeline) => {
+    show(state, timeline);
+    if (state === 'primary') log.info({ timeline }, 'the database server is the primary of record');
+    else
+      log.warn(
+        { state, timeline },
+        `the database server is not the primary of record (${state}): writes answer unavailable`,
+      );
+  });
 }
 
 /**

@@ -13,7 +13,7 @@ import type { ConnectionCap } from '../connection-cap/connection-cap.js';
 import type { SessionIdentity } from '../connections/connection.js';
 import { Connection } from '../connections/connection.js';
 import type { ConnectionRegistry } from '../connections/registry.js';
-import { isDatabaseUnreachable } from '../db/errors.js';
+import { isDatabaseUnreachable, isNotPrimary } from '../db/errors.js';
 import type { SessionFeed } from '../delivery/feed.js';
 import type { HelloAdmission } from '../hello/admission.js';
 import { HelloRejected } from '../hello/admission.js';
@@ -280,7 +280,7 @@ export class Gateway {
       error instanceof ProtocolError
         ? error.message
         : unreachable
-          ? 'the database is unreachable; retry (a send retried with the same id is stored once)'
+          ? `${isNotPrimary(error) ? 'the database server is not the primary of record' : 'the database is unreachable'}; retry (a send retried with the same id is stored once)`
           : 'internal error';
     this.options.metrics.frameErrors.inc({ code });
     connection.send({
