@@ -177,6 +177,21 @@ describe('the compose stack database roles (postgres-init/10-roles.sh)', () => {
     expect(await failure(brokerUrl, 'CREATE ROLE intruder')).toBe(denied);
   });
 
+  it("the brokers' role creates nothing anywhere: no schema, no table in any schema, no temp table (issue 25)", async () => {
+    const denied = '42501'; // insufficient_privilege
+    expect(await failure(brokerUrl, 'CREATE SCHEMA intruder')).toBe(denied);
+    expect(await failure(brokerUrl, 'CREATE TABLE drizzle.intruder (a int)')).toBe(denied);
+    expect(await failure(brokerUrl, 'CREATE TEMP TABLE audit_log (a int)')).toBe(denied);
+    const grants = await as(brokerUrl, (client) =>
+      client.query(
+        `SELECT has_database_privilege(current_database(), 'CREATE') AS "createOnDatabase",
+                has_database_privilege(current_database(), 'TEMPORARY') AS "temporary",
+                has_schema_privilege('drizzle', 'CREATE') AS "createOnDrizzle"`,
+      ),
+    );
+    expect(grants.rows[0]).toEqual({ createOnDatabase: false, temporary: false, createOnDrizzle: false });
+  });
+
   it("neither the brokers nor Unleash reach the other's database", async () => {
     const unleashDb = url(names.MESH_BROKER_ROLE, passwords.MESH_BROKER_DB_PASSWORD, names.UNLEASH_DB_NAME);
     await expect(as(unleashDb, async () => 'connected')).rejects.toMatchObject({ code: '42501' });
