@@ -15,6 +15,12 @@ export interface BrokerConfig {
    * logging every retry; past it the node exits 1. 0: one attempt.
    */
   startupDbWaitMs: number;
+  /**
+   * MIGRATE_ON_START (default off): a dev convenience, the node applies the migrations itself before it
+   * starts. Off, the node runs no DDL and refuses to start on a database whose migrations are behind its
+   * release (`workbench migrate`, as the owner role, applies them: docs/design.md § Database roles).
+   */
+  migrateOnStart: boolean;
   redisUrl: string;
   /** Prefix of every Redis key this node writes, so several clusters can share one Redis. */
   redisKeyPrefix: string;
@@ -309,6 +315,7 @@ export function loadConfig(env: Env = process.env): BrokerConfig {
     redisRemoteUrls,
     redisCountersUrl: url(env, 'REDIS_COUNTERS_URL', redisUrl, ['redis:', 'rediss:']),
     startupDbWaitMs: int(env, 'STARTUP_DB_WAIT_MS', 60_000, 0, 3_600_000),
+    migrateOnStart: bool(env, 'MIGRATE_ON_START', false),
     redisUrl,
     redisKeyPrefix: str(env, 'REDIS_KEY_PREFIX', 'mesh:'),
     redisClusterNodes: clusterNodes(env),

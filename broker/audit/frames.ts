@@ -35,7 +35,7 @@ export function registerAuditFrames(
   router.on('audit.query', auditQueryFrame, async (frame, { identity }) => {
     await audit.flush(identity.meshId);
     const result = await lists.read<AuditRow>(
-      `SELECT ${AUDIT_COLUMNS} FROM audit_log WHERE mesh_id = $1 AND ($2::bigint IS NULL OR seq < $2)
+      `SELECT ${AUDIT_COLUMNS} FROM public.audit_log WHERE mesh_id = $1 AND ($2::bigint IS NULL OR seq < $2)
         ORDER BY seq DESC, id DESC LIMIT $3`,
       [identity.meshId, frame.before ?? null, frame.limit ?? 100],
     );

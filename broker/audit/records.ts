@@ -10,7 +10,7 @@ export interface ChainHead {
 /** The latest row of a mesh's chain as the database has it (genesis for an empty chain). */
 export async function readHead(db: Pool | PoolClient, meshId: string): Promise<ChainHead> {
   const result = await db.query<ChainHead>(
-    'SELECT seq, hash FROM audit_log WHERE mesh_id = $1 ORDER BY seq DESC, id DESC LIMIT 1',
+    'SELECT seq, hash FROM public.audit_log WHERE mesh_id = $1 ORDER BY seq DESC, id DESC LIMIT 1',
     [meshId],
   );
   return result.rows[0] ?? { seq: 0, hash: GENESIS };
@@ -33,7 +33,7 @@ export async function insertAfter(
     return row;
   });
   await db.query(
-    `INSERT INTO audit_log (mesh_id, seq, prev_hash, hash, event_type, actor, payload, created_at)
+    `INSERT INTO public.audit_log (mesh_id, seq, prev_hash, hash, event_type, actor, payload, created_at)
      SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::jsonb[], $8::timestamptz[])`,
     [
       meshId,

@@ -95,7 +95,7 @@ function problemWith(row: AuditRow, parentSeq: number, parents: Set<string>): st
 
 export async function verifyMesh(pool: Pool, meshId: string): Promise<VerifyResult> {
   const result = await pool.query<AuditRow>(
-    `SELECT ${AUDIT_COLUMNS} FROM audit_log WHERE mesh_id = $1 ORDER BY seq, id`,
+    `SELECT ${AUDIT_COLUMNS} FROM public.audit_log WHERE mesh_id = $1 ORDER BY seq, id`,
     [meshId],
   );
   return verifyRows(result.rows);

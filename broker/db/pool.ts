@@ -10,6 +10,28 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
 pg.types.setTypeParser(INT8_ARRAY_OID, (value) => parseInt8ArrayAsStrings(value).map(Number));
 
 export type Pool = pg.Pool;
+
+/**
+ * The search_path of every pooled connection, set at connect (a startup option, no round trip): names resolve
+ * in public, never in a schema the role's or the server's default search_path puts first. pg_temp is named
+ * last: left out, Postgres would search the session's temp schema first, so a temp table named like one of
+ * ours would shadow it (docs/design.md § Database roles).
+ */
+export const PINNED_SEARCH_PATH = 'pg_catalog,public,pg_temp';
+
+/**
+ * `databaseUrl` without its `options` parameter, and those options with the pinned search_path after them
+ * (the last -c of a setting wins): the URL's own options would otherwise replace the pool's.
+ */
+export function pinnedConnection(databaseUrl: string): { connectionString: string; options: string } {
+  const pinned = `-c search_path=${PINNED_SEARCH_PATH}`;
+  const url = new URL(databaseUrl);
+  const own = url.searchParams.get('options');
+  if (own === null) return { connectionString: databaseUrl, options: pinned };
+  url.searchParams.delete('options');
+  return { connectionString: url.toString(), options: `${own} ${pinned}` };
+}
+
 export type PoolClient = pg.PoolClient;
 
 export interface PoolOptions {
@@ -82,7 +104,7 @@ class FencedPool extends pg.Pool {
  */
 export function createPool(databaseUrl: string, options: PoolOptions = {}): pg.Pool {
   const config: pg.PoolConfig = {
-    connectionString: databaseUrl,
+    ...pinnedConnection(databaseUrl),
     max: options.max ?? 10,
     connectionTimeoutMillis: 3000,
     idleTimeoutMillis: 30_000,

@@ -1,5 +1,6 @@
 /**
- * A node's connections to the outside: Postgres (waited for, then migrated), Redis (single or cluster), and
+ * A node's connections to the outside: Postgres (waited for, then its migrations checked or, with
+ * MIGRATE_ON_START, applied), Redis (single or cluster), and
  * the bus on a dedicated subscriber connection; and the state folder when the node needs one. Opened first at start,
  * closed last at stop, and closed again by whatever fails here, so a failed start leaves no handle that
  * would keep the process alive.
@@ -10,6 +11,7 @@ import { Bus } from '../bus/bus.js';
 import { publishingToRemotes } from '../bus/remote-regions.js';
 import type { BrokerConfig } from '../config.js';
 import { runMigrations } from '../db/migrate.js';
+import { checkMigrationsApplied } from '../db/migration-check.js';
 import { createPool, type Pool } from '../db/pool.js';
 import { PRIMARY_STATES, PrimaryFence, type PrimaryState } from '../db/primary-fence.js';
 import { waitForDatabase } from '../db/wait.js';
@@ -49,7 +51,9 @@ export async function openInfrastructure(
   // Checks that cannot get better by waiting come before the wait for Postgres.
   if (config.flagsProvider === 'unleash') ensureWritableFolder(config.stateDir, 'STATE_DIR');
   await waitForDatabase(config.databaseUrl, { waitMs: config.startupDbWaitMs, log });
-  await runMigrations(config.databaseUrl);
+  // Brokers run no DDL unless asked to (a dev convenience): the owner migrates, once, before they start.
+  if (config.migrateOnStart) await runMigrations(config.databaseUrl);
+  else await checkMigrationsApplied(config.databaseUrl);
   const fence = primaryFence(log, metrics);
   const pool = createPool(config.databaseUrl, { applicationName: `mesh-broker:${config.nodeId}`, fence });
   const readPool =

@@ -23,6 +23,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { ensureDatabase, runMigrations } from '../../broker/db/migrate.js';
+import { BROKER_ROLE, databaseUrlAs } from '../../broker/db/roles.js';
 import { packageRoot } from '../../broker/paths.js';
 import { parseRedisClusterNodes } from '../../broker/redis/cluster-nodes.js';
 import { UsageError } from '../args.js';
@@ -41,7 +42,13 @@ export interface ClusterFile {
   /** The load balancer: HAProxy generated from the phase's Traefik file, or Traefik running it as is. */
   lb: { url: string; pid: number; kind?: 'haproxy' | 'traefik' };
   nodes: ClusterNode[];
+  /** The owner's connection: migrations, the workbench's own commands. */
   databaseUrl: string;
+  /**
+   * The brokers' connection, as the least-privilege role (docs/design.md § Database roles); absent in the
+   * cluster file of an older release: `databaseUrl`.
+   */
+  brokerDatabaseUrl?: string;
   redisUrl: string;
   redisKeyPrefix: string;
   adminToken: string;
@@ -211,6 +218,11 @@ export interface UpOptions {
   loadBalancer?: 'haproxy' | 'traefik';
   /** Extra environment for the brokers (tests shorten timings with it). */
   env?: Record<string, string>;
+  /**
+   * What the brokers connect as (default: WORKBENCH_BROKER_DATABASE_URL, else `databaseUrl` as role
+   * mesh_broker, without a password); the migrations run once before, as `databaseUrl`'s role.
+   */
+  brokerDatabaseUrl?: string;
 }
 
 /**
@@ -297,6 +309,9 @@ export async function up(options: UpOptions): Promise<ClusterFile> {
   const base: BrokerBase = {
     cwd,
     databaseUrl: options.databaseUrl,
+    brokerDatabaseUrl:
+      options.brokerDatabaseUrl ??
+      (process.env.WORKBENCH_BROKER_DATABASE_URL || databaseUrlAs(options.databaseUrl, BROKER_ROLE)),
     redisUrl: options.redisUrl,
     redisKeyPrefix: `wb:${randomBytes(4).toString('hex')}:`,
     adminToken: randomBytes(24).toString('hex'),
@@ -346,6 +361,7 @@ export async function up(options: UpOptions): Promise<ClusterFile> {
       lb: { url: lbUrl, pid: lb.pid!, kind: lbKind },
       nodes,
       databaseUrl: base.databaseUrl,
+      brokerDatabaseUrl: base.brokerDatabaseUrl,
       redisUrl: base.redisUrl,
       redisKeyPrefix: base.redisKeyPrefix,
       adminToken: base.adminToken,
@@ -407,7 +423,14 @@ export function writeCluster(cwd: string, cluster: ClusterFile): void {
 /** What every broker of a cluster shares; a node adds its id and port. */
 export type BrokerBase = Pick<
   ClusterFile,
-  'databaseUrl' | 'redisUrl' | 'redisKeyPrefix' | 'adminToken' | 'flagsEnv' | 'flagsDir' | 'brokerEnv'
+  | 'databaseUrl'
+  | 'brokerDatabaseUrl'
+  | 'redisUrl'
+  | 'redisKeyPrefix'
+  | 'adminToken'
+  | 'flagsEnv'
+  | 'flagsDir'
+  | 'brokerEnv'
 > & { cwd: string };
 
 /**
@@ -426,7 +449,7 @@ export function spawnBroker(
     env: {
       ...base.brokerEnv,
       NODE_ID: id,
-      DATABASE_URL: base.databaseUrl,
+      DATABASE_URL: base.brokerDatabaseUrl ?? base.databaseUrl,
       REDIS_URL: base.redisUrl,
       REDIS_KEY_PREFIX: base.redisKeyPrefix,
       ADMIN_TOKEN: base.adminToken,

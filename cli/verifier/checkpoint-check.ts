@@ -28,9 +28,9 @@ export async function checkCheckpoint(
     hashesAtSeq: string[];
   }>(
     `SELECT head.seq AS "headSeq", head.hash AS "headHash",
-            ARRAY(SELECT hash FROM audit_log WHERE mesh_id = $1 AND seq = $2 ORDER BY id) AS "hashesAtSeq"
+            ARRAY(SELECT hash FROM public.audit_log WHERE mesh_id = $1 AND seq = $2 ORDER BY id) AS "hashesAtSeq"
        FROM (SELECT 1) one
-       LEFT JOIN LATERAL (SELECT seq, hash FROM audit_log WHERE mesh_id = $1 ORDER BY seq DESC, id DESC LIMIT 1)
+       LEFT JOIN LATERAL (SELECT seq, hash FROM public.audit_log WHERE mesh_id = $1 ORDER BY seq DESC, id DESC LIMIT 1)
          head ON true`,
     [meshId, checkpoint.seq],
   );

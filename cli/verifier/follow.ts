@@ -118,7 +118,7 @@ export class AuditFollower {
     for (;;) {
       const page = Math.min(PAGE, budget);
       const { rows } = await this.options.pool.query<AuditRow>(
-        `SELECT ${AUDIT_COLUMNS} FROM audit_log WHERE mesh_id = $1 AND (seq, id) > ($2, $3) AND seq <= $4
+        `SELECT ${AUDIT_COLUMNS} FROM public.audit_log WHERE mesh_id = $1 AND (seq, id) > ($2, $3) AND seq <= $4
           ORDER BY seq, id LIMIT ${page}`,
         [walker.meshId, after.seq, after.id, upToSeq],
       );
@@ -142,7 +142,7 @@ export class AuditFollower {
   /** Every row at one level of the mesh's chain (an index probe on (mesh_id, seq)). */
   private async rowsAt(meshId: string, seq: number): Promise<AuditRow[]> {
     const { rows } = await this.options.pool.query<AuditRow>(
-      `SELECT ${AUDIT_COLUMNS} FROM audit_log WHERE mesh_id = $1 AND seq = $2 ORDER BY id`,
+      `SELECT ${AUDIT_COLUMNS} FROM public.audit_log WHERE mesh_id = $1 AND seq = $2 ORDER BY id`,
       [meshId, seq],
     );
     return rows;
@@ -221,7 +221,7 @@ export class AuditFollower {
     let lag = 0;
     if (end === 'stopped') {
       const head = await pool.query<{ seq: number | null }>(
-        'SELECT max(seq)::int AS seq FROM audit_log WHERE mesh_id = $1',
+        'SELECT max(seq)::int AS seq FROM public.audit_log WHERE mesh_id = $1',
         [mesh],
       );
       lag = Math.max(0, (head.rows[0]?.seq ?? 0) - walker.seq);
@@ -251,9 +251,9 @@ export class AuditFollower {
   private async meshesWithRows(): Promise<string[]> {
     const { rows } = await this.options.pool.query<{ meshId: string }>(
       `WITH RECURSIVE m AS (
-         (SELECT mesh_id FROM audit_log ORDER BY mesh_id LIMIT 1)
+         (SELECT mesh_id FROM public.audit_log ORDER BY mesh_id LIMIT 1)
          UNION ALL
-         SELECT (SELECT a.mesh_id FROM audit_log a WHERE a.mesh_id > m.mesh_id ORDER BY a.mesh_id LIMIT 1)
+         SELECT (SELECT a.mesh_id FROM public.audit_log a WHERE a.mesh_id > m.mesh_id ORDER BY a.mesh_id LIMIT 1)
            FROM m WHERE m.mesh_id IS NOT NULL
        )
        SELECT mesh_id AS "meshId" FROM m WHERE mesh_id IS NOT NULL`,

@@ -74,7 +74,7 @@ async function meshesToVerify(
 ): Promise<string[]> {
   if (meshId !== undefined) return [meshId.toLowerCase()];
   const { rows } = await pool.query<{ meshId: string }>(
-    'SELECT DISTINCT mesh_id AS "meshId" FROM audit_log ORDER BY 1',
+    'SELECT DISTINCT mesh_id AS "meshId" FROM public.audit_log ORDER BY 1',
   );
   return [...new Set([...rows.map((r) => r.meshId), ...(checkpoint?.keys() ?? [])])].sort();
 }

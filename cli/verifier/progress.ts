@@ -17,7 +17,7 @@ interface ProgressRow {
 
 export async function saveProgress(pool: Pool, walker: ChainWalker): Promise<void> {
   await pool.query(
-    `INSERT INTO audit_verifier_progress (mesh_id, verified_seq, verified_hash, breaks, forks, updated_at)
+    `INSERT INTO public.audit_verifier_progress (mesh_id, verified_seq, verified_hash, breaks, forks, updated_at)
      VALUES ($1, $2, $3, $4, $5, now())
      ON CONFLICT (mesh_id) DO UPDATE SET verified_seq = excluded.verified_seq,
        verified_hash = excluded.verified_hash, breaks = excluded.breaks, forks = excluded.forks,
@@ -38,11 +38,11 @@ export async function loadWalkers(
   const walkers = new Map<string, ChainWalker>();
   const saved = await pool.query<ProgressRow>(
     `SELECT mesh_id AS "meshId", verified_seq AS "verifiedSeq", verified_hash AS "verifiedHash", breaks, forks
-       FROM audit_verifier_progress`,
+       FROM public.audit_verifier_progress`,
   );
   for (const row of saved.rows) {
     const levels = await pool.query<{ id: number; seq: number; hash: string }>(
-      'SELECT id, seq, hash FROM audit_log WHERE mesh_id = $1 AND seq IN ($2, $3) ORDER BY seq, id',
+      'SELECT id, seq, hash FROM public.audit_log WHERE mesh_id = $1 AND seq IN ($2, $3) ORDER BY seq, id',
       [row.meshId, row.verifiedSeq - 1, row.verifiedSeq],
     );
     const head = levels.rows.filter((r) => r.seq === row.verifiedSeq);

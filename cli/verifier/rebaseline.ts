@@ -120,7 +120,7 @@ async function refuseWhileFollowed(pool: Pool): Promise<void> {
 /** Every mesh's newest row (a forked head: the lowest id of its level, any of them holds). */
 async function currentHeads(pool: Pool): Promise<Checkpoint> {
   const { rows } = await pool.query<{ meshId: string; seq: number; hash: string }>(
-    `SELECT DISTINCT ON (mesh_id) mesh_id AS "meshId", seq, hash FROM audit_log
+    `SELECT DISTINCT ON (mesh_id) mesh_id AS "meshId", seq, hash FROM public.audit_log
       ORDER BY mesh_id, seq DESC, id`,
   );
   return new Map(rows.map((r) => [r.meshId, { seq: r.seq, hash: r.hash }]));

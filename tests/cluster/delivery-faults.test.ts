@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { MeshRequestError } from '@mesh-broker/sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { runMigrations } from '../../broker/db/migrate.js';
 import type { FlagKey } from '../../flags/registry.js';
 import { TestCluster } from '../helpers/cluster.js';
 import { closeAllClients, connectPeer } from '../helpers/mesh.js';
@@ -22,6 +23,7 @@ const SHARED: FlagKey[] = ['ha.presence', 'ha.delivery', 'ha.rate-limits', 'ha.c
 
 beforeAll(async () => {
   [pg, redis] = await Promise.all([ThrowawayPostgres.create(), ThrowawayRedis.start()]);
+  await runMigrations(pg.url); // as its owner, before the nodes: brokers run no DDL
   cluster = new TestCluster(pg.url, {
     REDIS_URL: redis.url,
     SEND_BURST: '100000',

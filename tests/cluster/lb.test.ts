@@ -161,6 +161,11 @@ async function upPhase(phase: number, env: Record<string, string> = {}) {
   );
   expect(result.code, result.stderr).toBe(0);
   const cluster = JSON.parse(readFileSync(join(cwd, '.workbench', 'cluster.json'), 'utf8')) as ClusterFile;
+  // `up` migrated as the URL's role; the brokers connect as the least-privilege one (docs/design.md § 9).
+  const roles = await db.query(
+    "SELECT DISTINCT usename FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'mesh-broker:%'",
+  );
+  expect(roles.rows).toEqual([{ usename: 'mesh_broker' }]);
   return { cluster, cwd, db };
 }
 

@@ -14,6 +14,7 @@ import { existsSync } from 'node:fs';
 import { pino } from 'pino';
 import { type BrokerNode, startBroker } from '../../broker/app.js';
 import { loadConfig } from '../../broker/config.js';
+import { BROKER_ROLE, databaseUrlAs } from '../../broker/db/roles.js';
 import type { Logger } from '../../broker/log.js';
 import { BrokerProcess, workbenchMain } from '../../cli/cluster/broker-process.js';
 import type { FlagKey } from '../../flags/registry.js';
@@ -78,6 +79,19 @@ export interface NodeOptions<K extends NodeKind> {
 const PROCESS_START_TIMEOUT_MS = 20_000;
 const SWITCH_TIMEOUT_MS = 15_000;
 
+/**
+ * What a test node connects as: the brokers' least-privilege role (docs/design.md § Database roles), so every
+ * test that starts a node shows the role's grants suffice; the URL's own role only when the node is to
+ * migrate (MIGRATE_ON_START, which needs the owner) or the test names DATABASE_URL itself.
+ */
+function nodeDatabaseUrl(options: NodeOptions<NodeKind>): string {
+  const migrates = /^(1|true|yes|on)$/i.test(options.env?.MIGRATE_ON_START ?? '');
+  return (
+    options.env?.DATABASE_URL ??
+    (migrates ? options.databaseUrl : databaseUrlAs(options.databaseUrl, BROKER_ROLE))
+  );
+}
+
 /** One node of `kind` on a free port against `databaseUrl`. */
 export function startNode<K extends NodeKind>(options: NodeOptions<K>): Promise<TestNodeOf<K>> {
   const started =
@@ -107,7 +121,7 @@ export async function startNodes<K extends NodeKind>(
 
 async function startInProcess(options: NodeOptions<'in-process'>): Promise<InProcessNode> {
   const config = loadConfig({
-    DATABASE_URL: options.databaseUrl,
+    DATABASE_URL: nodeDatabaseUrl(options),
     REDIS_URL: 'redis://127.0.0.1:6379',
     REDIS_KEY_PREFIX: `wbtest:${randomBytes(4).toString('hex')}:`,
     PORT: '0',
@@ -150,7 +164,7 @@ async function startProcess(options: NodeOptions<'process'>): Promise<ProcessNod
   const broker = BrokerProcess.spawn({
     port,
     env: {
-      DATABASE_URL: options.databaseUrl,
+      DATABASE_URL: nodeDatabaseUrl(options),
       NODE_ID: nodeId,
       ADMIN_TOKEN,
       REDIS_KEY_PREFIX: `wbtest:${nodeId}:`,

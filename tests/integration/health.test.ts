@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runMigrations } from '../../broker/db/migrate.js';
 import type { TestNode } from '../helpers/broker.js';
 import { helloFrame } from '../helpers/hello.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
@@ -12,6 +13,7 @@ let node: TestNode;
 
 beforeAll(async () => {
   postgres = await ThrowawayPostgres.create();
+  await runMigrations(postgres.url); // as its owner, before the node: brokers run no DDL
   node = await startNode({ kind: 'in-process', databaseUrl: postgres.url });
 });
 afterAll(async () => {

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runMigrations } from '../../broker/db/migrate.js';
+import { checkMigrationsApplied } from '../../broker/db/migration-check.js';
 import { createPool } from '../../broker/db/pool.js';
 import { acceptBatch } from '../../broker/delivery/accept.js';
 import { flagChangeLedger } from '../../broker/flag-changes.js';
@@ -21,7 +22,12 @@ import { SERVER_URL } from '../helpers/postgres.js';
 const initDir = join(packageRoot(), 'deploy', 'compose', 'postgres-init');
 /** The init scripts in the order the Postgres image runs them, with the passwords each one requires. */
 const SCRIPTS = {
-  '10-roles.sh': ['MESH_OWNER_DB_PASSWORD', 'MESH_BROKER_DB_PASSWORD', 'UNLEASH_DB_PASSWORD'],
+  '10-roles.sh': [
+    'MESH_OWNER_DB_PASSWORD',
+    'MESH_BROKER_DB_PASSWORD',
+    'MESH_VERIFIER_DB_PASSWORD',
+    'UNLEASH_DB_PASSWORD',
+  ],
   '20-grafana.sh': ['GRAFANA_DB_PASSWORD'],
 };
 const prefix = `wb_test_roles_${randomBytes(4).toString('hex')}`;
@@ -29,6 +35,7 @@ const names = {
   MESH_DB_NAME: `${prefix}_mesh`,
   MESH_OWNER_ROLE: `${prefix}_owner`,
   MESH_BROKER_ROLE: `${prefix}_broker`,
+  MESH_VERIFIER_ROLE: `${prefix}_verifier`,
   UNLEASH_DB_NAME: `${prefix}_unleash`,
   UNLEASH_DB_ROLE: `${prefix}_unleash`,
   GRAFANA_DB_ROLE: `${prefix}_grafana`,
@@ -36,6 +43,7 @@ const names = {
 const passwords = {
   MESH_OWNER_DB_PASSWORD: `owner-${randomBytes(6).toString('hex')}`,
   MESH_BROKER_DB_PASSWORD: `broker-${randomBytes(6).toString('hex')}`,
+  MESH_VERIFIER_DB_PASSWORD: `verifier-${randomBytes(6).toString('hex')}`,
   UNLEASH_DB_PASSWORD: `unleash-${randomBytes(6).toString('hex')}`,
   GRAFANA_DB_PASSWORD: `grafana-${randomBytes(6).toString('hex')}`,
 };
@@ -50,6 +58,7 @@ function url(role: string, password: string, database: string): string {
 }
 const ownerUrl = url(names.MESH_OWNER_ROLE, passwords.MESH_OWNER_DB_PASSWORD, names.MESH_DB_NAME);
 const brokerUrl = url(names.MESH_BROKER_ROLE, passwords.MESH_BROKER_DB_PASSWORD, names.MESH_DB_NAME);
+const verifierUrl = url(names.MESH_VERIFIER_ROLE, passwords.MESH_VERIFIER_DB_PASSWORD, names.MESH_DB_NAME);
 const grafanaUrl = url(names.GRAFANA_DB_ROLE, passwords.GRAFANA_DB_PASSWORD, names.MESH_DB_NAME);
 
 function runScript(script: keyof typeof SCRIPTS, env: Record<string, string>) {
@@ -93,6 +102,7 @@ async function cleanUp() {
     for (const role of [
       names.MESH_OWNER_ROLE,
       names.MESH_BROKER_ROLE,
+      names.MESH_VERIFIER_ROLE,
       names.UNLEASH_DB_ROLE,
       names.GRAFANA_DB_ROLE,
     ])
@@ -127,13 +137,27 @@ describe('the compose stack database roles (postgres-init/10-roles.sh)', () => {
         [`${prefix}%`],
       ),
     );
-    expect(roles.rows).toHaveLength(4);
+    expect(roles.rows).toHaveLength(5);
     for (const role of roles.rows)
       expect([role.rolsuper, role.rolcreaterole, role.rolcreatedb]).toEqual([false, false, false]);
   });
 
-  it("a broker's start-up migration check passes with the brokers' role once the owner migrated", async () => {
-    await expect(runMigrations(brokerUrl)).resolves.toBeUndefined();
+  it("a broker's start-up check passes with the brokers' role once the owner migrated; the role could not migrate itself", async () => {
+    await expect(checkMigrationsApplied(brokerUrl)).resolves.toBeUndefined();
+    // Drizzle's migrator begins with CREATE SCHEMA IF NOT EXISTS drizzle: refused, no CREATE on the database.
+    await expect(runMigrations(brokerUrl)).rejects.toMatchObject({ cause: { code: '42501' } });
+  });
+
+  it("the verifier's role walks the chain (`audit verify`) and changes nothing but its progress", async () => {
+    const verified = await runWorkbench(['audit', 'verify', '--json', '--database-url', verifierUrl]);
+    expect(verified.code, verified.stderr).toBe(0);
+    const denied = '42501';
+    expect(await failure(verifierUrl, 'SELECT 1 FROM public.audit_log LIMIT 1')).toBeUndefined();
+    expect(await failure(verifierUrl, 'SELECT 1 FROM public.messages LIMIT 1')).toBe(denied);
+    expect(await failure(verifierUrl, "INSERT INTO public.meshes (name) VALUES ('x')")).toBe(denied);
+    expect(await failure(verifierUrl, 'DELETE FROM public.audit_log')).toBe(denied);
+    expect(await failure(verifierUrl, 'CREATE TABLE public.intruder (a int)')).toBe(denied);
+    expect(await failure(verifierUrl, 'CREATE TEMP TABLE intruder (a int)')).toBe(denied);
   });
 
   it("the brokers' role reads and writes rows", async () => {
@@ -175,6 +199,21 @@ describe('the compose stack database roles (postgres-init/10-roles.sh)', () => {
       denied,
     );
     expect(await failure(brokerUrl, 'CREATE ROLE intruder')).toBe(denied);
+  });
+
+  it("the brokers' role creates nothing anywhere: no schema, no table in any schema, no temp table (issue 25)", async () => {
+    const denied = '42501'; // insufficient_privilege
+    expect(await failure(brokerUrl, 'CREATE SCHEMA intruder')).toBe(denied);
+    expect(await failure(brokerUrl, 'CREATE TABLE drizzle.intruder (a int)')).toBe(denied);
+    expect(await failure(brokerUrl, 'CREATE TEMP TABLE audit_log (a int)')).toBe(denied);
+    const grants = await as(brokerUrl, (client) =>
+      client.query(
+        `SELECT has_database_privilege(current_database(), 'CREATE') AS "createOnDatabase",
+                has_database_privilege(current_database(), 'TEMPORARY') AS "temporary",
+                has_schema_privilege('drizzle', 'CREATE') AS "createOnDrizzle"`,
+      ),
+    );
+    expect(grants.rows[0]).toEqual({ createOnDatabase: false, temporary: false, createOnDrizzle: false });
   });
 
   it("neither the brokers nor Unleash reach the other's database", async () => {

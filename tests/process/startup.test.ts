@@ -205,7 +205,12 @@ describe('waiting for Postgres at start', SLOW, () => {
   it('logs each retry while Postgres is not there, and serves once it appears', async () => {
     postgres = await ThrowawayPostgres.create();
     postgres.stop(); // a cluster whose port is known, not accepting yet: a broker started before its database
-    const node = await broker({ DATABASE_URL: postgres.url, STARTUP_DB_WAIT_MS: '60000' });
+    // A database that is not there yet is not migrated either: the dev convenience migrates it once it answers.
+    const node = await broker({
+      DATABASE_URL: postgres.url,
+      STARTUP_DB_WAIT_MS: '60000',
+      MIGRATE_ON_START: '1',
+    });
     await waitFor(() => (node.output().match(/waiting for Postgres at 127\.0\.0\.1/g) ?? []).length >= 2, {
       timeoutMs: 20_000,
       what: 'two retries logged',

@@ -34,6 +34,7 @@ const SECRETS = {
   POSTGRES_PASSWORD: 'test-postgres-superuser-8d2e',
   MESH_OWNER_DB_PASSWORD: 'test-mesh-owner-5a1b',
   MESH_BROKER_DB_PASSWORD: 'test-mesh-broker-9c4d',
+  MESH_VERIFIER_DB_PASSWORD: 'test-mesh-verifier-6e2a',
   UNLEASH_DB_PASSWORD: 'test-unleash-db-2e7f',
   UNLEASH_ADMIN_TOKEN: '*:*.test-unleash-admin-6b3a',
   UNLEASH_BACKEND_TOKEN: 'default:development.test-unleash-backend-1f8c',
@@ -262,17 +263,32 @@ describe.each(PHASES)('phase %i: the merged configuration', (phase) => {
     expect(env('unleash').INIT_BACKEND_API_TOKENS).toBe(SECRETS.UNLEASH_BACKEND_TOKEN);
     expect(env('unleash').DATABASE_USERNAME).toBe('unleash');
     expect(env('unleash').DATABASE_PASSWORD).toBe(SECRETS.UNLEASH_DB_PASSWORD);
-    // No service connects as the superuser: the migration as the owner, everything else as the brokers' role.
+    // No service connects as the superuser: the migration as the owner, the audit verifier as its read-only
+    // role, everything else as the brokers' role (docs/design.md § Database roles).
+    const roles = {
+      mesh_owner: SECRETS.MESH_OWNER_DB_PASSWORD,
+      mesh_verifier: SECRETS.MESH_VERIFIER_DB_PASSWORD,
+      mesh_broker: SECRETS.MESH_BROKER_DB_PASSWORD,
+    };
     for (const [name, service] of Object.entries(config.services)) {
       const url = service.environment?.DATABASE_URL;
       if (!url) continue;
       const { username, password } = new URL(url);
-      const role = name === 'migrate' ? 'mesh_owner' : 'mesh_broker';
+      const role =
+        name === 'migrate' ? 'mesh_owner' : name === 'audit-verifier' ? 'mesh_verifier' : 'mesh_broker';
       expect(username, `${name} DATABASE_URL role`).toBe(role);
-      expect(password, `${name} DATABASE_URL password`).toBe(
-        role === 'mesh_owner' ? SECRETS.MESH_OWNER_DB_PASSWORD : SECRETS.MESH_BROKER_DB_PASSWORD,
+      expect(password, `${name} DATABASE_URL password`).toBe(roles[role]);
+    }
+    expect(new URL(env('audit-verifier').DATABASE_URL!).username).toBe('mesh_verifier');
+    expect(new URL(env('migrate').DATABASE_URL!).username).toBe('mesh_owner');
+    // Only the one-shot migrate runs DDL: no other service of the image migrates at start.
+    for (const [name, service] of Object.entries(config.services)) {
+      if (name === 'migrate') continue;
+      expect(service.environment?.MIGRATE_ON_START ?? '', `${name} MIGRATE_ON_START`).toMatch(
+        /^(|0|false|no|off)$/i,
       );
     }
+    expect(config.services.migrate!.command).toEqual(['migrate']);
     // Secrets go through the environment, never on a command line (visible in `ps`).
     for (const [name, service] of Object.entries(config.services)) {
       const command = JSON.stringify(service.command ?? []);
@@ -407,6 +423,7 @@ describe.each(PHASES)('phase %i: the merged configuration', (phase) => {
     for (const variable of [
       'MESH_OWNER_DB_PASSWORD',
       'MESH_BROKER_DB_PASSWORD',
+      'MESH_VERIFIER_DB_PASSWORD',
       'UNLEASH_DB_PASSWORD',
       'GRAFANA_DB_PASSWORD',
     ])

@@ -6,14 +6,16 @@
 #
 #   mesh_owner   owns database meshbroker and its schemas; runs the migrations (the one-shot `migrate`
 #                service). Not a superuser, cannot create roles or databases.
-#   mesh_broker  what the brokers, the audit verifier and the workbench connect as: reads and writes the
-#                tables (SELECT, INSERT, UPDATE, DELETE; sequences), no DDL on the tables and no TRUNCATE.
-#                It also has CREATE on the database and on schema drizzle, because a broker checks the
-#                migrations at start (drizzle's migrator runs CREATE SCHEMA / CREATE TABLE IF NOT EXISTS on
-#                its bookkeeping table, which Postgres checks for privilege even when they exist). With
-#                the migrations applied that check does nothing; a broker of a newer release than the
-#                migrations fails at start (it cannot create tables in public) instead of migrating.
+#   mesh_broker  what the brokers connect as: reads and writes the rows of the tables they use (the audit
+#                log: read and append only), EXECUTE on accept_messages; no DDL, no TRUNCATE, no CREATE on
+#                the database or any schema, no temp tables. Brokers run no migration: the owner does.
+#   mesh_verifier  what the audit verifier connects as: SELECT on audit_log, its own progress table
+#                (read and upserted); nothing else.
 #   unleash      owns database unleash; nothing else.
+#
+# The grants on the tables are migration 0014's (migrations/0014_least_privilege_roles.sql), which finds
+# these roles by the names this script records on the database (mesh.broker_role, mesh.verifier_role).
+# Their search_path is pinned in the database here, and again by the brokers and the verifier at connect.
 #
 # 20-grafana.sh, run next, adds Grafana's role.
 #
@@ -23,10 +25,12 @@ set -eu
 
 : "${MESH_OWNER_DB_PASSWORD:?set MESH_OWNER_DB_PASSWORD}"
 : "${MESH_BROKER_DB_PASSWORD:?set MESH_BROKER_DB_PASSWORD}"
+: "${MESH_VERIFIER_DB_PASSWORD:?set MESH_VERIFIER_DB_PASSWORD}"
 : "${UNLEASH_DB_PASSWORD:?set UNLEASH_DB_PASSWORD}"
 MESH_DB_NAME="${MESH_DB_NAME:-meshbroker}"
 MESH_OWNER_ROLE="${MESH_OWNER_ROLE:-mesh_owner}"
 MESH_BROKER_ROLE="${MESH_BROKER_ROLE:-mesh_broker}"
+MESH_VERIFIER_ROLE="${MESH_VERIFIER_ROLE:-mesh_verifier}"
 UNLEASH_DB_NAME="${UNLEASH_DB_NAME:-unleash}"
 UNLEASH_DB_ROLE="${UNLEASH_DB_ROLE:-unleash}"
 
@@ -34,6 +38,7 @@ run_psql() {
   psql -v ON_ERROR_STOP=1 -X -q --username "${POSTGRES_USER:-postgres}" \
     -v owner="$MESH_OWNER_ROLE" -v owner_password="$MESH_OWNER_DB_PASSWORD" \
     -v broker="$MESH_BROKER_ROLE" -v broker_password="$MESH_BROKER_DB_PASSWORD" \
+    -v verifier="$MESH_VERIFIER_ROLE" -v verifier_password="$MESH_VERIFIER_DB_PASSWORD" \
     -v unleash="$UNLEASH_DB_ROLE" -v unleash_password="$UNLEASH_DB_PASSWORD" \
     -v mesh_db="$MESH_DB_NAME" -v unleash_db="$UNLEASH_DB_NAME" "$@"
 }
@@ -46,25 +51,27 @@ CREATE DATABASE :"unleash_db" OWNER :"unleash";
 REVOKE ALL ON DATABASE :"unleash_db" FROM PUBLIC;
 CREATE ROLE :"owner" LOGIN PASSWORD :'owner_password';
 CREATE ROLE :"broker" LOGIN PASSWORD :'broker_password';
+CREATE ROLE :"verifier" LOGIN PASSWORD :'verifier_password';
 CREATE DATABASE :"mesh_db" OWNER :"owner";
+-- Read by migration 0014, which grants these roles on the tables.
+ALTER DATABASE :"mesh_db" SET mesh.broker_role = :'broker';
+ALTER DATABASE :"mesh_db" SET mesh.verifier_role = :'verifier';
+-- Names resolve in public (and pg_catalog), never in a schema of the role's or a temp table.
+ALTER ROLE :"broker" IN DATABASE :"mesh_db" SET search_path = pg_catalog, public, pg_temp;
+ALTER ROLE :"verifier" IN DATABASE :"mesh_db" SET search_path = pg_catalog, public, pg_temp;
 SQL
 
 run_psql --dbname "$MESH_DB_NAME" <<'SQL'
 REVOKE ALL ON DATABASE :"mesh_db" FROM PUBLIC;
-GRANT CONNECT, TEMPORARY, CREATE ON DATABASE :"mesh_db" TO :"broker";
+-- CONNECT only: no CREATE (a schema of their own) and no TEMPORARY (a temp table shadows public's).
+GRANT CONNECT ON DATABASE :"mesh_db" TO :"broker", :"verifier";
 -- public belongs to the owner; nobody else creates objects in it.
 ALTER SCHEMA public OWNER TO :"owner";
 REVOKE ALL ON SCHEMA public FROM PUBLIC;
-GRANT USAGE ON SCHEMA public TO :"broker";
--- The migrator's bookkeeping schema, made here so its grants exist before the first migration.
+GRANT USAGE ON SCHEMA public TO :"broker", :"verifier";
+-- The migrator's bookkeeping schema: the brokers and the verifier read it (a broker refuses to start while
+-- the migrations are behind its release), only the owner writes it.
 CREATE SCHEMA drizzle AUTHORIZATION :"owner";
-GRANT USAGE, CREATE ON SCHEMA drizzle TO :"broker";
--- Whatever the owner creates from now on (every migration), the brokers may read and write.
-ALTER DEFAULT PRIVILEGES FOR ROLE :"owner" IN SCHEMA public
-  GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO :"broker";
-ALTER DEFAULT PRIVILEGES FOR ROLE :"owner" IN SCHEMA public
-  GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO :"broker";
-ALTER DEFAULT PRIVILEGES FOR ROLE :"owner" IN SCHEMA public GRANT EXECUTE ON FUNCTIONS TO :"broker";
-ALTER DEFAULT PRIVILEGES FOR ROLE :"owner" IN SCHEMA drizzle GRANT SELECT ON TABLES TO :"broker";
-ALTER DEFAULT PRIVILEGES FOR ROLE :"owner" IN SCHEMA drizzle GRANT USAGE, SELECT ON SEQUENCES TO :"broker";
+GRANT USAGE ON SCHEMA drizzle TO :"broker", :"verifier";
+ALTER DEFAULT PRIVILEGES FOR ROLE :"owner" IN SCHEMA drizzle GRANT SELECT ON TABLES TO :"broker", :"verifier";
 SQL
