@@ -11,8 +11,8 @@ import type { AddressInfo } from 'node:net';
 import type { MeshClient } from '@mesh-broker/sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { AuditEntry, Frame, Message, WatchInfo, WatchTriggered } from '../../protocol/frames.js';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
+import { type InProcessNode, startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { pause, waitFor } from '../helpers/wait.js';
 
@@ -21,7 +21,7 @@ const SEND_BURST = 2;
 const MAX_BODY_BYTES = 32 * 1024;
 
 let db: TestDatabase;
-let node: TestNode;
+let node: InProcessNode;
 let server: Server;
 let base = '';
 /** The test's web site: each path answers its value (JSON `{data: value}`); every request is counted. */
@@ -29,11 +29,15 @@ const site = { values: new Map<string, string>(), hits: new Map<string, number[]
 
 beforeAll(async () => {
   db = await createTestDatabase('abuse_schedules_watches');
-  node = await startTestNode(db.url, {
-    SEND_BURST: String(SEND_BURST),
-    SEND_RATE_PER_MIN: '20',
-    WATCH_ALLOW_PRIVATE: 'true',
-    MAX_BODY_BYTES: String(MAX_BODY_BYTES),
+  node = await startNode({
+    kind: 'in-process',
+    databaseUrl: db.url,
+    env: {
+      SEND_BURST: String(SEND_BURST),
+      SEND_RATE_PER_MIN: '20',
+      WATCH_ALLOW_PRIVATE: 'true',
+      MAX_BODY_BYTES: String(MAX_BODY_BYTES),
+    },
   });
   server = createServer((request, response) => {
     const path = new URL(request.url ?? '/', 'http://x').pathname;

@@ -15,9 +15,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocketServer } from 'ws';
 import { createPool, type Pool } from '../../broker/db/pool.js';
 import { SessionBindings } from '../../broker/presence/session-bindings.js';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { helloFrame, rawSession } from '../helpers/hello.js';
 import { closeAllClients, connectPeer, createMesh, type TestMesh } from '../helpers/mesh.js';
+import { type InProcessNode, startNode } from '../helpers/nodes.js';
 import { freePort } from '../helpers/ports.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { RawSocket } from '../helpers/raw.js';
@@ -26,16 +26,20 @@ import { pause, waitFor } from '../helpers/wait.js';
 const GRACE_MS = 300;
 const REDIS_PREFIX = `wbtest:abuse-sessions:${randomBytes(4).toString('hex')}:`;
 let db: TestDatabase;
-let node: TestNode;
+let node: InProcessNode;
 let mesh: TestMesh;
 let redis: Redis;
-const extraNodes: TestNode[] = [];
+const extraNodes: InProcessNode[] = [];
 
 beforeAll(async () => {
   db = await createTestDatabase('abuse_sessions');
-  node = await startTestNode(db.url, {
-    PRESENCE_GRACE_MS: String(GRACE_MS),
-    REDIS_KEY_PREFIX: REDIS_PREFIX,
+  node = await startNode({
+    kind: 'in-process',
+    databaseUrl: db.url,
+    env: {
+      PRESENCE_GRACE_MS: String(GRACE_MS),
+      REDIS_KEY_PREFIX: REDIS_PREFIX,
+    },
   });
   mesh = await createMesh(node, 3);
   redis = new Redis('redis://127.0.0.1:6379', { lazyConnect: true, maxRetriesPerRequest: 1 });
@@ -168,7 +172,11 @@ describe('a session id stays bound to its member (issue 17, item 6)', () => {
 
   it('the binding outlives the node: after a restart, a squatter is still refused', async () => {
     const [ownerKeys, squatterKeys] = mesh.members;
-    const first = await startTestNode(db.url, { PRESENCE_GRACE_MS: String(GRACE_MS) });
+    const first = await startNode({
+      kind: 'in-process',
+      databaseUrl: db.url,
+      env: { PRESENCE_GRACE_MS: String(GRACE_MS) },
+    });
     extraNodes.push(first);
     const sessionId = randomUUID();
     const owner = await rawSession(first.wsUrl, helloFrame(mesh, ownerKeys!, { sessionId }));
@@ -176,7 +184,11 @@ describe('a session id stays bound to its member (issue 17, item 6)', () => {
     await owner.closed;
     await first.stop(); // a local node clears its presence rows as it stops
     await graceOver(sessionId);
-    const second = await startTestNode(db.url, { PRESENCE_GRACE_MS: String(GRACE_MS) });
+    const second = await startNode({
+      kind: 'in-process',
+      databaseUrl: db.url,
+      env: { PRESENCE_GRACE_MS: String(GRACE_MS) },
+    });
     extraNodes.push(second);
     expect(await helloRejection(second.wsUrl, helloFrame(mesh, squatterKeys!, { sessionId }))).toEqual({
       code: 4401,
@@ -251,9 +263,13 @@ describe('the SDK tells a permanent refusal from a transient one', () => {
   });
 
   it('a client refused with 4408 (mesh at capacity) is told permanent: false, keeps retrying with backoff, and gets in once there is room', async () => {
-    const capped = await startTestNode(db.url, {
-      PRESENCE_GRACE_MS: String(GRACE_MS),
-      MESH_CONNECTION_CAP: '1',
+    const capped = await startNode({
+      kind: 'in-process',
+      databaseUrl: db.url,
+      env: {
+        PRESENCE_GRACE_MS: String(GRACE_MS),
+        MESH_CONNECTION_CAP: '1',
+      },
     });
     extraNodes.push(capped);
     const small = await createMesh(capped, 2);
