@@ -13,7 +13,7 @@ import { waitFor } from '../helpers/wait.js';
 const ENV = 'wbtest';
 let db: TestDatabase;
 let dir: string;
-let nodes: ProcessNode[] = [];
+const nodes: ProcessNode[] = [];
 const prefix = `wbtest:${randomBytes(4).toString('hex')}:`;
 let cliEnv: Record<string, string>;
 
@@ -38,11 +38,10 @@ beforeAll(async () => {
     FLAGS_POLL_MS: '60000',
     HEARTBEAT_MS: '500',
   };
-  nodes = await Promise.all(
-    ['f1', 'f2', 'f3'].map((id) =>
-      startNode({ kind: 'process', databaseUrl: db.url, env: { ...env, NODE_ID: id } }),
-    ),
-  );
+  // One after the other: three cold starts at once on two shared cores can outlast a start's timeout.
+  for (const id of ['f1', 'f2', 'f3']) {
+    nodes.push(await startNode({ kind: 'process', databaseUrl: db.url, env: { ...env, NODE_ID: id } }));
+  }
   cliEnv = {
     DATABASE_URL: db.url,
     FLAGS_DIR: dir,
