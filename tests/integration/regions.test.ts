@@ -28,7 +28,7 @@ import { closeAllClients, connectPeer, createMesh, type TestMesh } from '../help
 import { type InProcessNode, startNode } from '../helpers/nodes.js';
 import { ThrowawayRedis } from '../helpers/redis-server.js';
 import { seriesValue } from '../helpers/verifier.js';
-import { pause, waitFor } from '../helpers/wait.js';
+import { waitFor } from '../helpers/wait.js';
 
 const FLAGS_ENV = 'regions';
 const PREFIX = `wbregions:${randomBytes(3).toString('hex')}:`;
@@ -197,17 +197,21 @@ describe('two regions', () => {
     const receivedByA: string[] = [];
     onB.on('message', (m: Message) => receivedByB.push(String(m.body)));
     onA.on('message', (m: Message) => receivedByA.push(String(m.body)));
-    const count = 40;
+    // Rounds of traffic (a DM each way, then a peers list: one round trip after the other) from before
+    // the first flip until after the second: the flips themselves end the traffic, whatever they take.
+    let count = 0;
+    let flipping = true;
     const traffic = (async () => {
-      for (let i = 0; i < count; i++) {
-        await onA.send(mesh.members[1]!.pubkey, `a${i}`);
-        await onB.send(mesh.members[0]!.pubkey, `b${i}`);
+      for (; flipping || count < 40; count++) {
+        if (count >= 400) throw new Error('400 rounds and the flips still not done');
+        await onA.send(mesh.members[1]!.pubkey, `a${count}`);
+        await onB.send(mesh.members[0]!.pubkey, `b${count}`);
         await onB.peers();
-        await pause(25, 'a pace that spreads the 40 rounds over both flips');
       }
     })();
     await setRegions([a, b], false);
     await setRegions([a, b], true);
+    flipping = false;
     await traffic;
     const want = (p: string) => Array.from({ length: count }, (_, i) => `${p}${i}`);
     await waitFor(() => receivedByB.filter((x) => x.startsWith('a')).length >= count, {
