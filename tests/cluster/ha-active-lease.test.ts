@@ -3,7 +3,7 @@ import type { Frame } from '../../protocol/frames.js';
 import { TestCluster } from '../helpers/cluster.js';
 import { closeAllClients, connectPeer } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { pause, waitFor } from '../helpers/wait.js';
+import { waitFor } from '../helpers/wait.js';
 
 let db: TestDatabase;
 let cluster: TestCluster;
@@ -58,12 +58,34 @@ const counts = async (ids: string[]) =>
     )
   ).rows.map((r) => r.n);
 
+/**
+ * A window of one schedule poll (SCHEDULE_POLL_MS, 500 ms by default, the same on every node) in which a
+ * second copy would fire, measured by the node's own scheduler: a witness schedule due one poll period from
+ * now, created through `through`, has fired (once) by the end of it.
+ */
+async function onePollLater(through: string): Promise<void> {
+  const node = cluster.node(through);
+  const mesh = await cluster.createMesh(2, node);
+  const creator = await connectPeer(node.wsUrl, mesh, mesh.members[0]!);
+  const { scheduleId } = await creator.request<Frame & { scheduleId: string }>({
+    type: 'schedule.create',
+    to: mesh.members[1]!.pubkey,
+    body: 'witness',
+    at: Date.now() + 500,
+  });
+  creator.close();
+  await waitFor(async () => (await counts([scheduleId]))[0] === 1, {
+    timeoutMs: 5000,
+    what: 'the witness schedule',
+  });
+}
+
 describe('active/passive with ha.active-lease on', () => {
   it('runs background work on the lease holder only: the warm standby fires nothing', async () => {
     expect(await backgroundWork('standby')).toBe('standby');
     const ids = await schedule(20, Date.now() + 1000);
     await waitFor(async () => (await counts(ids)).every((n) => n > 0), { timeoutMs: 5000 });
-    await pause(500, 'a window in which a second copy would fire (the standby must fire nothing)');
+    await onePollLater('primary');
     expect(await counts(ids)).toEqual(Array(20).fill(1));
     const metrics = await (await fetch(`${cluster.node('primary').url}/metrics`)).text();
     expect(metrics).toContain('mesh_broker_active_lease_held{node="primary"} 1');
@@ -82,7 +104,7 @@ describe('active/passive with ha.active-lease on', () => {
     expect(takeover).toBeLessThan(3000);
     // It re-armed the schedules: each fires once, on the new active node.
     await waitFor(async () => (await counts(ids)).every((n) => n > 0), { timeoutMs: 8000 });
-    await pause(500, 'a window in which a second copy would fire');
+    await onePollLater('standby');
     expect(await counts(ids)).toEqual(Array(10).fill(1));
   });
 });

@@ -11,15 +11,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CloseCode } from '../../protocol/errors.js';
 import type { Frame, Message } from '../../protocol/frames.js';
 import { useWorld } from '../contract/harness.js';
-import { pause, waitFor } from '../helpers/wait.js';
+import { waitFor } from '../helpers/wait.js';
 
 const hits: number[] = [];
+/** The witness member's watch's polls (path /witness), kept apart from the revoked member's. */
+const witnessHits: number[] = [];
 let server: Server;
 let base = '';
 
 beforeAll(async () => {
-  server = createServer((_request, response) => {
-    hits.push(Date.now());
+  server = createServer((request, response) => {
+    (request.url === '/witness' ? witnessHits : hits).push(Date.now());
     response.end(`version ${hits.length}`); // a new value at every poll: each would notify
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -34,8 +36,9 @@ describe('revocation across two nodes (every HA flag on)', () => {
   });
 
   it('closes the member’s sessions on both nodes, stops its watch on the owner node and its schedules on every node', async () => {
-    const mesh = await world.mesh(2);
-    const [member, recipientKeys] = mesh.members as [(typeof mesh.members)[0], (typeof mesh.members)[0]];
+    const mesh = await world.mesh(3);
+    type Keys = (typeof mesh.members)[0];
+    const [member, recipientKeys, witnessKeys] = mesh.members as [Keys, Keys, Keys];
     const onB = await world.peer(world.b, mesh, member);
     const onA = await world.peer(world.a, mesh, member);
     const recipient = await world.peer(world.a, mesh, recipientKeys);
@@ -52,7 +55,13 @@ describe('revocation across two nodes (every HA flag on)', () => {
       mode: 'hash',
       intervalSec: 5,
     });
+    // A witness member with the same watch (owned by B too) and a one-shot at the same time, made just
+    // after the revoked member's: its poll and its delivery are the rounds in which the revoked member's
+    // would have come (none may).
+    const witness = await world.peer(world.b, mesh, witnessKeys);
+    await witness.request({ type: 'watch.create', url: `${base}/witness`, mode: 'hash', intervalSec: 5 });
     const at = Date.now() + 3000;
+    await witness.request({ type: 'schedule.create', to: recipientKeys.pubkey, body: 'witness', at });
     const schedules = [
       await onB.request<Frame & { scheduleId: string }>({
         type: 'schedule.create',
@@ -68,6 +77,7 @@ describe('revocation across two nodes (every HA flag on)', () => {
       }),
     ].map((s) => s.scheduleId);
     await waitFor(() => hits.length >= 1, { what: 'the watch’s first poll' });
+    await waitFor(() => witnessHits.length >= 1, { what: 'the witness watch’s first poll' });
     const owner = await world.db.query<{ owner: string }>(
       'SELECT owner_node AS owner FROM watches WHERE id = $1',
       [watchId],
@@ -83,10 +93,18 @@ describe('revocation across two nodes (every HA flag on)', () => {
     expect(await closedA).toMatchObject({ code: CloseCode.memberRevoked });
     expect(await closedB).toMatchObject({ code: CloseCode.memberRevoked });
 
-    // Past the watch's next poll and the schedules' time (polled every 100 ms on both nodes).
-    await pause(6500, "a window in which nothing of a revoked member's may poll or fire");
+    // Past the schedules' time (polled every 100 ms on both nodes) and the watch's next poll, as the
+    // witness's show: nothing of the revoked member's may fire or poll.
+    await waitFor(() => got.some((m) => m.body === 'witness'), {
+      timeoutMs: 10_000,
+      what: 'the witness one-shot',
+    });
+    await waitFor(() => witnessHits.length >= 2, {
+      timeoutMs: 10_000,
+      what: 'the witness watch’s next poll',
+    });
     expect(hits.filter((t) => t > revokedAt)).toEqual([]);
-    expect(got).toEqual([]);
+    expect(got.filter((m) => m.body !== 'witness')).toEqual([]);
     const occurrences = await world.db.query<{ n: number }>(
       'SELECT count(*)::int AS n FROM schedule_occurrences WHERE schedule_id = ANY ($1::uuid[])',
       [schedules],

@@ -1,5 +1,5 @@
 import { workbenchMain } from '../../cli/cluster/broker-process.js';
-import { type ProcessNode, requireBuild, startNode } from './nodes.js';
+import { type ProcessNode, requireBuild } from './nodes.js';
 import { type RunOptions, runToEnd } from './process.js';
 
 export { captured } from './nodes.js';
@@ -32,16 +32,5 @@ export async function runWorkbench(
   return { code, stdout, stderr };
 }
 
-/** A broker process of the one fixture (tests/helpers/nodes.ts). */
+/** A broker process of the one fixture (tests/helpers/nodes.ts `startNode({ kind: 'process' })`). */
 export type NodeProcess = ProcessNode;
-
-/**
- * `workbench broker` as its own process (compiled JavaScript), ready once /health answers 200:
- * `startNode({ kind: 'process' })` under its older name, for the callers not moved yet.
- */
-export function spawnBrokerProcess(
-  databaseUrl: string,
-  env: Record<string, string> = {},
-): Promise<NodeProcess> {
-  return startNode({ kind: 'process', databaseUrl, env });
-}

@@ -4,8 +4,8 @@
  * `workbench broker` processes (`'process'`: cli/cluster/broker-process.ts `BrokerProcess`, so a test can
  * kill it, read its output, see it exit). Both kinds share one interface: `url`, `wsUrl`, `admin()`,
  * `stop()`, and `waitForSwitch()` to wait on the node's "row switched" event (the typed event in process,
- * the structured log line of a process). The older helpers (`startTestNode`, `spawnBrokerProcess`,
- * `TestCluster`, the contract `World`) are thin wrappers over these.
+ * the structured log line of a process). `TestCluster` (tests/helpers/cluster.ts) and the contract `World`
+ * (tests/contract/harness.ts) are thin wrappers over these; nothing else in tests/ starts a broker.
  */
 
 import type { ChildProcess } from 'node:child_process';

@@ -11,17 +11,17 @@ import type { AddressInfo } from 'node:net';
 import type { MeshClient } from '@mesh-broker/sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { AuditEntry, Frame, Message, WatchInfo, WatchTriggered } from '../../protocol/frames.js';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
+import { type InProcessNode, startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { pause, waitFor } from '../helpers/wait.js';
+import { waitFor } from '../helpers/wait.js';
 
 /** Burst 2, then 20 a minute: the burst window is 6 s (broker/rate-limits/rate-limits.ts). */
 const SEND_BURST = 2;
 const MAX_BODY_BYTES = 32 * 1024;
 
 let db: TestDatabase;
-let node: TestNode;
+let node: InProcessNode;
 let server: Server;
 let base = '';
 /** The test's web site: each path answers its value (JSON `{data: value}`); every request is counted. */
@@ -29,11 +29,15 @@ const site = { values: new Map<string, string>(), hits: new Map<string, number[]
 
 beforeAll(async () => {
   db = await createTestDatabase('abuse_schedules_watches');
-  node = await startTestNode(db.url, {
-    SEND_BURST: String(SEND_BURST),
-    SEND_RATE_PER_MIN: '20',
-    WATCH_ALLOW_PRIVATE: 'true',
-    MAX_BODY_BYTES: String(MAX_BODY_BYTES),
+  node = await startNode({
+    kind: 'in-process',
+    databaseUrl: db.url,
+    env: {
+      SEND_BURST: String(SEND_BURST),
+      SEND_RATE_PER_MIN: '20',
+      WATCH_ALLOW_PRIVATE: 'true',
+      MAX_BODY_BYTES: String(MAX_BODY_BYTES),
+    },
   });
   server = createServer((request, response) => {
     const path = new URL(request.url ?? '/', 'http://x').pathname;
@@ -212,17 +216,28 @@ describe('watch notifications are bounded', () => {
 
 describe('revocation stops everything the member owns', () => {
   it('a revoked member’s watch polls no more and its schedules are cancelled before they fire', async () => {
-    const mesh = await createMesh(node, 2);
+    const mesh = await createMesh(node, 3);
     const member = await connectPeer(node.wsUrl, mesh, mesh.members[0]!, { reconnect: false });
     const recipient = await connectPeer(node.wsUrl, mesh, mesh.members[1]!);
+    // A witness member with the same watch and one-shot, made just after the revoked member's: its poll
+    // and its delivery are the rounds in which the revoked member's would have come (none may).
+    const witness = await connectPeer(node.wsUrl, mesh, mesh.members[2]!);
     const got: Message[] = [];
     recipient.on('message', (m: Message) => got.push(m));
     await member.request({ type: 'watch.create', url: `${base}/revoked`, mode: 'hash', intervalSec: 5 });
+    await witness.request({ type: 'watch.create', url: `${base}/witness`, mode: 'hash', intervalSec: 5 });
+    const at = Date.now() + 3000;
     const later = await member.request<Created>({
       type: 'schedule.create',
       to: mesh.members[1]!.pubkey,
       body: 'after revocation',
-      at: Date.now() + 3000,
+      at,
+    });
+    await witness.request<Created>({
+      type: 'schedule.create',
+      to: mesh.members[1]!.pubkey,
+      body: 'witness',
+      at,
     });
     const cron = await member.request<Created>({
       type: 'schedule.create',
@@ -231,6 +246,7 @@ describe('revocation stops everything the member owns', () => {
       cron: '* * * * *',
     });
     await waitFor(() => (site.hits.get('/revoked') ?? []).length === 1, { what: 'the first poll' });
+    await waitFor(() => (site.hits.get('/witness') ?? []).length === 1, { what: "the witness's first poll" });
     const revoked = await node.admin(
       `/admin/meshes/${mesh.meshId}/members/${mesh.members[0]!.pubkey}/revoke`,
       {
@@ -239,10 +255,17 @@ describe('revocation stops everything the member owns', () => {
     );
     expect(revoked.status).toBe(200);
     const revokedAt = Date.now();
-    // A window in which nothing may happen: past the watch's next poll (5 s) and the one-shot's time.
-    await pause(6500, "nothing of a revoked member's may poll or fire; no event says 'not'");
+    // Past the watch's next poll (5 s) and the one-shot's time, as the witness's shows: nothing may happen.
+    await waitFor(() => got.some((m) => m.body === 'witness'), {
+      timeoutMs: 10_000,
+      what: "the witness's one-shot",
+    });
+    await waitFor(() => (site.hits.get('/witness') ?? []).length >= 2, {
+      timeoutMs: 10_000,
+      what: "the witness's next poll",
+    });
     expect((site.hits.get('/revoked') ?? []).filter((t) => t > revokedAt)).toEqual([]);
-    expect(got).toEqual([]);
+    expect(got.filter((m) => m.body !== 'witness')).toEqual([]);
     const rows = await db.query<{ id: string; cancelled: boolean }>(
       'SELECT id, cancelled_at IS NOT NULL AS cancelled FROM schedules WHERE id = ANY ($1::uuid[]) ORDER BY id',
       [[later.scheduleId, cron.scheduleId]],

@@ -15,27 +15,31 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocketServer } from 'ws';
 import { createPool, type Pool } from '../../broker/db/pool.js';
 import { SessionBindings } from '../../broker/presence/session-bindings.js';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { helloFrame, rawSession } from '../helpers/hello.js';
 import { closeAllClients, connectPeer, createMesh, type TestMesh } from '../helpers/mesh.js';
+import { type InProcessNode, startNode } from '../helpers/nodes.js';
 import { freePort } from '../helpers/ports.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { RawSocket } from '../helpers/raw.js';
-import { pause, waitFor } from '../helpers/wait.js';
+import { waitFor } from '../helpers/wait.js';
 
 const GRACE_MS = 300;
 const REDIS_PREFIX = `wbtest:abuse-sessions:${randomBytes(4).toString('hex')}:`;
 let db: TestDatabase;
-let node: TestNode;
+let node: InProcessNode;
 let mesh: TestMesh;
 let redis: Redis;
-const extraNodes: TestNode[] = [];
+const extraNodes: InProcessNode[] = [];
 
 beforeAll(async () => {
   db = await createTestDatabase('abuse_sessions');
-  node = await startTestNode(db.url, {
-    PRESENCE_GRACE_MS: String(GRACE_MS),
-    REDIS_KEY_PREFIX: REDIS_PREFIX,
+  node = await startNode({
+    kind: 'in-process',
+    databaseUrl: db.url,
+    env: {
+      PRESENCE_GRACE_MS: String(GRACE_MS),
+      REDIS_KEY_PREFIX: REDIS_PREFIX,
+    },
   });
   mesh = await createMesh(node, 3);
   redis = new Redis('redis://127.0.0.1:6379', { lazyConnect: true, maxRetriesPerRequest: 1 });
@@ -168,7 +172,11 @@ describe('a session id stays bound to its member (issue 17, item 6)', () => {
 
   it('the binding outlives the node: after a restart, a squatter is still refused', async () => {
     const [ownerKeys, squatterKeys] = mesh.members;
-    const first = await startTestNode(db.url, { PRESENCE_GRACE_MS: String(GRACE_MS) });
+    const first = await startNode({
+      kind: 'in-process',
+      databaseUrl: db.url,
+      env: { PRESENCE_GRACE_MS: String(GRACE_MS) },
+    });
     extraNodes.push(first);
     const sessionId = randomUUID();
     const owner = await rawSession(first.wsUrl, helloFrame(mesh, ownerKeys!, { sessionId }));
@@ -176,7 +184,11 @@ describe('a session id stays bound to its member (issue 17, item 6)', () => {
     await owner.closed;
     await first.stop(); // a local node clears its presence rows as it stops
     await graceOver(sessionId);
-    const second = await startTestNode(db.url, { PRESENCE_GRACE_MS: String(GRACE_MS) });
+    const second = await startNode({
+      kind: 'in-process',
+      databaseUrl: db.url,
+      env: { PRESENCE_GRACE_MS: String(GRACE_MS) },
+    });
     extraNodes.push(second);
     expect(await helloRejection(second.wsUrl, helloFrame(mesh, squatterKeys!, { sessionId }))).toEqual({
       code: 4401,
@@ -203,12 +215,20 @@ describe('a session id stays bound to its member (issue 17, item 6)', () => {
       const connectedId = String(
         (await db.query('SELECT session_id FROM presence WHERE member_id = $1', [alice])).rows[0]!.session_id,
       );
+      // The order of the binds is what is tested: each bind is its own statement, so Postgres's now()
+      // (microseconds) stamps each later than the one before; checked bind by bind, since the test rests on it.
       const made: string[] = [];
+      let previous = '';
       for (let i = 0; i < 6; i++) {
         const id = randomUUID();
         expect(await bounded.bind(id, alice!)).toBe(true);
         made.push(id);
-        await pause(5, 'distinct last_hello_at: the order of the binds is what is tested');
+        const stamp = await db.query<{ at: string }>(
+          "SELECT to_char(last_hello_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') AS at FROM session_bindings WHERE session_id = $1",
+          [id],
+        );
+        expect(stamp.rows[0]!.at > previous).toBe(true);
+        previous = stamp.rows[0]!.at;
       }
       const kept = await db.query<{ session_id: string }>(
         'SELECT session_id FROM session_bindings WHERE member_id = $1',
@@ -246,14 +266,19 @@ describe('the SDK tells a permanent refusal from a transient one', () => {
     expect((refused as MeshClosedError).permanent).toBe(true);
     expect(await closed).toEqual({ code: 4401, reason: 'unknown member', permanent: true });
     expect(stranger.closedBy).toEqual({ code: 4401, reason: 'unknown member', permanent: true });
-    await pause(300, 'a window (many backoffs of 20 to 50 ms) in which a refused client must not reconnect');
+    // Many backoffs (20 to 50 ms) later, measured by a witness client: a refused client must not reconnect.
+    await fiveBackoffsLater({ initialMs: 20, maxMs: 50 });
     expect(reconnects).toEqual([]);
   });
 
   it('a client refused with 4408 (mesh at capacity) is told permanent: false, keeps retrying with backoff, and gets in once there is room', async () => {
-    const capped = await startTestNode(db.url, {
-      PRESENCE_GRACE_MS: String(GRACE_MS),
-      MESH_CONNECTION_CAP: '1',
+    const capped = await startNode({
+      kind: 'in-process',
+      databaseUrl: db.url,
+      env: {
+        PRESENCE_GRACE_MS: String(GRACE_MS),
+        MESH_CONNECTION_CAP: '1',
+      },
     });
     extraNodes.push(capped);
     const small = await createMesh(capped, 2);
@@ -278,29 +303,67 @@ describe('the SDK tells a permanent refusal from a transient one', () => {
     expect(waiting.closedBy).toEqual({ code: 1000, reason: 'client closed', permanent: false });
   });
 
-  /** A stand-in broker that closes every socket with one code: what the SDK does with each close code. */
-  async function sdkAgainst(code: number, reason: string) {
+  /**
+   * A stand-in broker that closes every socket with one code, and an SDK client against it with `backoff`:
+   * what the SDK does with each close code. `stop()` closes both.
+   */
+  async function standIn(code: number, reason: string, backoff: { initialMs: number; maxMs: number }) {
     const port = await freePort();
     const server = new WebSocketServer({ port, host: '127.0.0.1' });
     await new Promise<void>((resolve) => server.once('listening', () => resolve()));
-    let sockets = 0;
+    const counts = { sockets: 0 };
     server.on('connection', (socket) => {
-      sockets++;
+      counts.sockets++;
       socket.once('message', () => socket.close(code, reason));
     });
     const client = new MeshClient({
       urls: [`ws://127.0.0.1:${port}/ws`],
       meshId: mesh.meshId,
       keys: mesh.members[0]!,
-      backoff: { initialMs: 10, maxMs: 30 },
+      backoff,
     });
     const events: Array<{ permanent: boolean; willReconnect: boolean }> = [];
     client.on('disconnected', (event) => events.push(event));
     client.connect().catch(() => {});
-    await pause(600, 'a window (many backoffs of 10 to 30 ms) in which to count reconnects, or none');
-    const outcome = { sockets, events, closedBy: client.closedBy };
-    client.close();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    const stop = async () => {
+      client.close();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    };
+    return { counts, events, client, stop };
+  }
+
+  /**
+   * A witness for "no reconnect within many backoffs": a client with the same backoff against a stand-in
+   * that closes with a transient code, started after the subject was refused; once it has reconnected
+   * five times, five backoffs have passed for the subject too (no event says "did not reconnect").
+   */
+  async function fiveBackoffsLater(backoff: { initialMs: number; maxMs: number }): Promise<void> {
+    const witness = await standIn(1011, 'internal error, retry', backoff);
+    try {
+      await waitFor(() => witness.counts.sockets >= 6, { what: 'five reconnects of the witness client' });
+    } finally {
+      await witness.stop();
+    }
+  }
+
+  /** The SDK against a stand-in closing with `code`: retried (transient) or not (permanent). */
+  async function sdkAgainst(code: number, reason: string, { retried }: { retried: boolean }) {
+    const backoff = { initialMs: 10, maxMs: 30 };
+    const subject = await standIn(code, reason, backoff);
+    if (retried) {
+      await waitFor(() => subject.counts.sockets >= 3 && subject.events.length >= 2, {
+        what: 'three sockets and two reconnects',
+      });
+    } else {
+      await waitFor(() => subject.events.length >= 1, { what: 'the refusal' });
+      await fiveBackoffsLater(backoff);
+    }
+    const outcome = {
+      sockets: subject.counts.sockets,
+      events: subject.events,
+      closedBy: subject.client.closedBy,
+    };
+    await subject.stop();
     return outcome;
   }
 
@@ -313,7 +376,7 @@ describe('the SDK tells a permanent refusal from a transient one', () => {
   ])(
     'a transient close (%i %s) is retried with backoff: permanent: false, never closed',
     async (code, reason) => {
-      const { sockets, events, closedBy } = await sdkAgainst(code, reason);
+      const { sockets, events, closedBy } = await sdkAgainst(code, reason, { retried: true });
       expect(sockets).toBeGreaterThanOrEqual(3);
       expect(events.length).toBeGreaterThanOrEqual(2);
       expect(events.every((e) => e.permanent === false && e.willReconnect === true)).toBe(true);
@@ -328,7 +391,7 @@ describe('the SDK tells a permanent refusal from a transient one', () => {
     [4403, 'member revoked'],
     [4409, 'session replaced by a newer connection'],
   ])('a permanent close (%i %s) stops the client at once with permanent: true', async (code, reason) => {
-    const { sockets, events, closedBy } = await sdkAgainst(code, reason);
+    const { sockets, events, closedBy } = await sdkAgainst(code, reason, { retried: false });
     expect(sockets).toBe(1);
     expect(events).toEqual([{ code, reason, willReconnect: false, permanent: true }]);
     expect(closedBy).toEqual({ code, reason, permanent: true });

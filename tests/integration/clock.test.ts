@@ -4,7 +4,7 @@ import type { TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
 import { startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { pause, waitFor } from '../helpers/wait.js';
+import { waitFor } from '../helpers/wait.js';
 
 const TICK_MS = 100;
 const env = { CLOCK_TICK_MS: String(TICK_MS), PRESENCE_GRACE_MS: '200' };
@@ -78,7 +78,17 @@ describe('mesh clock on one node', () => {
     await a.next('frame', (f) => f.type === 'clock.tick' && (f as Tick).tick === 2);
     const paused = await a.request<Status>({ type: 'clock.pause' });
     expect(paused.paused).toBe(true);
-    await pause(TICK_MS * 4, 'four tick periods in which a paused clock must not tick');
+    // Four tick periods, counted by a witness: another mesh's clock on the same node, which ticks on
+    // (five ticks from its start span at least four periods).
+    const witnessMesh = await createMesh(node, 1);
+    const witness = await connectPeer(node.wsUrl, witnessMesh, witnessMesh.members[0]!);
+    let ticked = 0;
+    witness.on('frame', (f) => {
+      if (f.type === 'clock.tick') ticked++;
+    });
+    await witness.request({ type: 'clock.set', speed: 1 });
+    await waitFor(() => ticked >= 5, { what: "five ticks of the witness mesh's clock" });
+    witness.close();
     expect((await a.request<Status>({ type: 'clock.get' })).tick).toBe(paused.tick);
     const next = a.next('frame', (f) => f.type === 'clock.tick');
     const resumed = await a.request<Status>({ type: 'clock.resume' });

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { MeshRequestError } from '@mesh-broker/sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
+import { type InProcessNode, startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { seriesValue } from '../helpers/verifier.js';
 import { waitFor } from '../helpers/wait.js';
@@ -12,16 +12,20 @@ import { waitFor } from '../helpers/wait.js';
  * and nothing kept once nobody is owed it and the idempotency window has passed.
  */
 let db: TestDatabase;
-let node: TestNode;
+let node: InProcessNode;
 
 beforeAll(async () => {
   db = await createTestDatabase('delivery_bounds');
-  node = await startTestNode(db.url, {
-    BACKLOG_MAX: '5',
-    MESSAGE_RETENTION_MS: '1500',
-    RETENTION_INTERVAL_MS: '200',
-    SEND_BURST: '100000',
-    SEND_RATE_PER_MIN: '1000000',
+  node = await startNode({
+    kind: 'in-process',
+    databaseUrl: db.url,
+    env: {
+      BACKLOG_MAX: '5',
+      MESSAGE_RETENTION_MS: '1500',
+      RETENTION_INTERVAL_MS: '200',
+      SEND_BURST: '100000',
+      SEND_RATE_PER_MIN: '1000000',
+    },
   });
 });
 afterEach(closeAllClients);

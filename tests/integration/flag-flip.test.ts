@@ -5,14 +5,14 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { renderFlagsDocument } from '../../flags/document.js';
 import { defaultFlagValues } from '../../flags/registry.js';
 import type { Message } from '../../protocol/frames.js';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
+import { type InProcessNode, startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
 
 let db: TestDatabase;
 let dir: string;
-let node: TestNode;
+let node: InProcessNode;
 
 const setFlags = (values: Partial<ReturnType<typeof defaultFlagValues>>) =>
   writeFileSync(join(dir, 'flip.json'), renderFlagsDocument({ ...defaultFlagValues(), ...values }));
@@ -21,11 +21,15 @@ beforeAll(async () => {
   db = await createTestDatabase('flag_flip');
   dir = mkdtempSync(join(tmpdir(), 'wb-flip-'));
   setFlags({});
-  node = await startTestNode(db.url, {
-    FLAGS_DIR: dir,
-    FLAGS_ENV: 'flip',
-    SEND_BURST: '100000',
-    SEND_RATE_PER_MIN: '1000000',
+  node = await startNode({
+    kind: 'in-process',
+    databaseUrl: db.url,
+    env: {
+      FLAGS_DIR: dir,
+      FLAGS_ENV: 'flip',
+      SEND_BURST: '100000',
+      SEND_RATE_PER_MIN: '1000000',
+    },
   });
 });
 afterEach(closeAllClients);

@@ -9,7 +9,7 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LatencyProxy } from '../../cli/proxies/latency-proxy.js';
-import { pause } from '../helpers/wait.js';
+import { waitFor } from '../helpers/wait.js';
 
 const POSTGRES = { host: '127.0.0.1', port: 5432 };
 const REDIS = { host: '127.0.0.1', port: 6379 };
@@ -67,7 +67,18 @@ describe('latency proxy in front of Postgres', () => {
       answered = true;
       return result;
     });
-    await pause(300, 'a window in which nothing may pass the cut link');
+    // The query is in the proxy, held; then the same query through a witness proxy of the same delay is
+    // answered: had the cut link let the held one through, it would have been answered by now as well.
+    await waitFor(() => p.stats().bufferedBytes > 0, { what: 'the query held by the proxy' });
+    const witness = new pg.Client({
+      host: '127.0.0.1',
+      port: (await proxy(POSTGRES)).port,
+      user: 'postgres',
+      database: 'postgres',
+    });
+    closers.push(() => witness.end());
+    await witness.connect();
+    expect((await witness.query('SELECT 42 AS answer')).rows).toEqual([{ answer: 42 }]);
     expect(answered).toBe(false);
     p.restore();
     expect((await query).rows).toEqual([{ answer: 42 }]);
@@ -114,7 +125,17 @@ describe('latency proxy in front of Redis', () => {
       answered = true;
       return reply;
     });
-    await pause(300, 'a window in which nothing may pass the cut link');
+    // The command is in the proxy, held; then the same command through a witness proxy of the same delay
+    // is answered: had the cut link let the held one through, it would have been answered by now as well.
+    await waitFor(() => p.stats().bufferedBytes > 0, { what: 'the command held by the proxy' });
+    const witness = new Redis({
+      host: '127.0.0.1',
+      port: (await proxy(REDIS)).port,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
+    closers.push(async () => witness.disconnect());
+    expect(await witness.ping('held')).toBe('held');
     expect(answered).toBe(false);
     p.restore();
     expect(await ping).toBe('held');

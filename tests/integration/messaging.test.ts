@@ -2,18 +2,22 @@ import { randomUUID } from 'node:crypto';
 import type { MeshClient } from '@mesh-broker/sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Message } from '../../protocol/frames.js';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
+import { type InProcessNode, startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
 
 let db: TestDatabase;
-let node: TestNode;
+let node: InProcessNode;
 
 beforeAll(async () => {
   db = await createTestDatabase('messaging');
   // These tests send hundreds of messages quickly; rate limits have their own test.
-  node = await startTestNode(db.url, { SEND_BURST: '100000', SEND_RATE_PER_MIN: '100000' });
+  node = await startNode({
+    kind: 'in-process',
+    databaseUrl: db.url,
+    env: { SEND_BURST: '100000', SEND_RATE_PER_MIN: '100000' },
+  });
 });
 afterEach(closeAllClients);
 afterAll(async () => {
@@ -164,9 +168,13 @@ describe('durable messages on one node', () => {
   it('redelivers unacked messages on reconnect (node restart), and the SDK drops the duplicate', async () => {
     const restartDb = await createTestDatabase('messaging_restart');
     const port = 20_000 + Math.floor(Math.random() * 20_000);
-    let first: TestNode | undefined = await startTestNode(restartDb.url, {
-      PORT: String(port),
-      NODE_ID: 'n-first',
+    let first: InProcessNode | undefined = await startNode({
+      kind: 'in-process',
+      databaseUrl: restartDb.url,
+      env: {
+        PORT: String(port),
+        NODE_ID: 'n-first',
+      },
     });
     const mesh = await createMesh(first, 2);
     const a = await connectPeer(first.wsUrl, mesh, mesh.members[0]!);
@@ -194,7 +202,11 @@ describe('durable messages on one node', () => {
     await first.stop();
     first = undefined;
     expect(await disconnected).toMatchObject({ code: 1001, willReconnect: true });
-    const second = await startTestNode(restartDb.url, { PORT: String(port), NODE_ID: 'n-second' });
+    const second = await startNode({
+      kind: 'in-process',
+      databaseUrl: restartDb.url,
+      env: { PORT: String(port), NODE_ID: 'n-second' },
+    });
     try {
       const welcome = await b.next('welcome', () => true, 10_000);
       expect(welcome.node).toBe('n-second');

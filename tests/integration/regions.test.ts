@@ -24,11 +24,11 @@ import { LatencyProxy } from '../../cli/proxies/latency-proxy.js';
 import { renderFlagsDocument } from '../../flags/document.js';
 import { type FlagValues, phasePreset } from '../../flags/registry.js';
 import type { Frame, Message } from '../../protocol/frames.js';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh, type TestMesh } from '../helpers/mesh.js';
+import { type InProcessNode, startNode } from '../helpers/nodes.js';
 import { ThrowawayRedis } from '../helpers/redis-server.js';
 import { seriesValue } from '../helpers/verifier.js';
-import { pause, waitFor } from '../helpers/wait.js';
+import { waitFor } from '../helpers/wait.js';
 
 const FLAGS_ENV = 'regions';
 const PREFIX = `wbregions:${randomBytes(3).toString('hex')}:`;
@@ -38,10 +38,10 @@ let replica: PostgresReplica;
 let link: LatencyProxy;
 let redisA: ThrowawayRedis;
 let redisB: ThrowawayRedis;
-let a: TestNode;
-let b: TestNode;
-const flagsDirs = new Map<TestNode, string>();
-const stopped = new Set<TestNode>();
+let a: InProcessNode;
+let b: InProcessNode;
+const flagsDirs = new Map<InProcessNode, string>();
+const stopped = new Set<InProcessNode>();
 
 function writeFlags(dir: string, values: FlagValues): void {
   const temporary = join(dir, `.${FLAGS_ENV}.${randomBytes(3).toString('hex')}`);
@@ -49,38 +49,42 @@ function writeFlags(dir: string, values: FlagValues): void {
   renameSync(temporary, join(dir, `${FLAGS_ENV}.json`));
 }
 
-async function startRegionNode(region: 'a' | 'b', flags: FlagValues): Promise<TestNode> {
+async function startRegionNode(region: 'a' | 'b', flags: FlagValues): Promise<InProcessNode> {
   const dir = mkdtempSync(join(tmpdir(), `wb-regions-${region}-`));
   writeFlags(dir, flags);
   const [own, other] = region === 'a' ? [redisA, redisB] : [redisB, redisA];
-  const node = await startTestNode(primary.url, {
-    HEARTBEAT_MS: '500',
-    NODE_DEAD_MS: '1500',
-    PRESENCE_GRACE_MS: '1000',
-    FLAGS_POLL_MS: '500',
-    // A minute: a DM across the regions must ride the bus (the wake-up), not the backstop.
-    DELIVERY_CHECK_MS: '60000',
-    CLOCK_TICK_MS: '200',
-    // Traffic below the default send limit's burst would be throttled (the counters are shared: a's Redis).
-    SEND_BURST: '1000',
-    SEND_RATE_PER_MIN: '100000',
-    NODE_ID: `region-${region}-${randomBytes(2).toString('hex')}`,
-    REGION: region,
-    PRIMARY_REGION: 'a',
-    REDIS_URL: own!.url,
-    REDIS_REMOTE_URLS: other!.url,
-    REDIS_COUNTERS_URL: redisA.url,
-    REDIS_KEY_PREFIX: PREFIX,
-    ...(region === 'b' ? { DATABASE_READ_URL: replica.url } : {}),
-    FLAGS_DIR: dir,
-    FLAGS_ENV,
+  const node = await startNode({
+    kind: 'in-process',
+    databaseUrl: primary.url,
+    env: {
+      HEARTBEAT_MS: '500',
+      NODE_DEAD_MS: '1500',
+      PRESENCE_GRACE_MS: '1000',
+      FLAGS_POLL_MS: '500',
+      // A minute: a DM across the regions must ride the bus (the wake-up), not the backstop.
+      DELIVERY_CHECK_MS: '60000',
+      CLOCK_TICK_MS: '200',
+      // Traffic below the default send limit's burst would be throttled (the counters are shared: a's Redis).
+      SEND_BURST: '1000',
+      SEND_RATE_PER_MIN: '100000',
+      NODE_ID: `region-${region}-${randomBytes(2).toString('hex')}`,
+      REGION: region,
+      PRIMARY_REGION: 'a',
+      REDIS_URL: own!.url,
+      REDIS_REMOTE_URLS: other!.url,
+      REDIS_COUNTERS_URL: redisA.url,
+      REDIS_KEY_PREFIX: PREFIX,
+      ...(region === 'b' ? { DATABASE_READ_URL: replica.url } : {}),
+      FLAGS_DIR: dir,
+      FLAGS_ENV,
+    },
   });
   flagsDirs.set(node, dir);
   return node;
 }
 
 /** Sets ha.regions on `nodes` (each its own file, pushed on its own Redis) and waits until they act on it. */
-async function setRegions(nodes: TestNode[], value: boolean): Promise<void> {
+async function setRegions(nodes: InProcessNode[], value: boolean): Promise<void> {
   const target = value ? 'shared' : 'local';
   await Promise.all(
     nodes.map(async (node) => {
@@ -101,7 +105,7 @@ async function setRegions(nodes: TestNode[], value: boolean): Promise<void> {
   );
 }
 
-async function reads(node: TestNode, pool: 'primary' | 'replica'): Promise<number> {
+async function reads(node: InProcessNode, pool: 'primary' | 'replica'): Promise<number> {
   const text = await (await fetch(`${node.url}/metrics`)).text();
   return seriesValue(text, 'mesh_broker_region_reads_total', { pool, node: node.nodeId }) ?? 0;
 }
@@ -193,17 +197,21 @@ describe('two regions', () => {
     const receivedByA: string[] = [];
     onB.on('message', (m: Message) => receivedByB.push(String(m.body)));
     onA.on('message', (m: Message) => receivedByA.push(String(m.body)));
-    const count = 40;
+    // Rounds of traffic (a DM each way, then a peers list: one round trip after the other) from before
+    // the first flip until after the second: the flips themselves end the traffic, whatever they take.
+    let count = 0;
+    let flipping = true;
     const traffic = (async () => {
-      for (let i = 0; i < count; i++) {
-        await onA.send(mesh.members[1]!.pubkey, `a${i}`);
-        await onB.send(mesh.members[0]!.pubkey, `b${i}`);
+      for (; flipping || count < 40; count++) {
+        if (count >= 400) throw new Error('400 rounds and the flips still not done');
+        await onA.send(mesh.members[1]!.pubkey, `a${count}`);
+        await onB.send(mesh.members[0]!.pubkey, `b${count}`);
         await onB.peers();
-        await pause(25, 'a pace that spreads the 40 rounds over both flips');
       }
     })();
     await setRegions([a, b], false);
     await setRegions([a, b], true);
+    flipping = false;
     await traffic;
     const want = (p: string) => Array.from({ length: count }, (_, i) => `${p}${i}`);
     await waitFor(() => receivedByB.filter((x) => x.startsWith('a')).length >= count, {

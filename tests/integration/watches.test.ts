@@ -2,26 +2,30 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Frame, WatchTriggered } from '../../protocol/frames.js';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
+import { type InProcessNode, startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
 
 let db: TestDatabase;
-let node: TestNode; // allows loopback targets (the test's own HTTP server)
-let strict: TestNode; // the default: private targets refused
+let node: InProcessNode; // allows loopback targets (the test's own HTTP server)
+let strict: InProcessNode; // the default: private targets refused
 let server: Server;
 let base: string;
 const site = { page: 'first version', state: 'pending', status: 200 };
 
 beforeAll(async () => {
   db = await createTestDatabase('watches');
-  node = await startTestNode(db.url, {
-    WATCH_ALLOW_PRIVATE: 'true',
-    WATCH_MAX_PER_MEMBER: '4',
-    PRESENCE_GRACE_MS: '1500',
+  node = await startNode({
+    kind: 'in-process',
+    databaseUrl: db.url,
+    env: {
+      WATCH_ALLOW_PRIVATE: 'true',
+      WATCH_MAX_PER_MEMBER: '4',
+      PRESENCE_GRACE_MS: '1500',
+    },
   });
-  strict = await startTestNode(db.url);
+  strict = await startNode({ kind: 'in-process', databaseUrl: db.url });
   server = createServer((request, response) => {
     if (request.url === '/page') response.end(site.page);
     else if (request.url === '/api')

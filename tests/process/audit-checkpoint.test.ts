@@ -23,9 +23,9 @@ import { AUDIT_COLUMNS, type AuditRow } from '../../broker/audit/verify.js';
 import { CLUSTER_CHAIN_ID } from '../../flags/changes.js';
 import { renderFlagsDocument } from '../../flags/document.js';
 import { defaultFlagValues } from '../../flags/registry.js';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { runWorkbench } from '../helpers/cli.js';
 import { closeAllClients, connectPeer, createMesh, type TestMesh } from '../helpers/mesh.js';
+import { type InProcessNode, startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import {
   scrape,
@@ -37,7 +37,7 @@ import {
 import { waitFor } from '../helpers/wait.js';
 
 let db: TestDatabase;
-let node: TestNode;
+let node: InProcessNode;
 let dir: string;
 const running: VerifierProcess[] = [];
 
@@ -47,11 +47,15 @@ beforeAll(async () => {
   // The shared writer reads the chain head from the database for every append (phase 3 and on), so after
   // the deletion the next event takes the deleted seq again, exactly as issue 17 found.
   writeFileSync(join(dir, 'audit.json'), renderFlagsDocument({ ...defaultFlagValues(), 'ha.audit': true }));
-  node = await startTestNode(db.url, {
-    FLAGS_DIR: dir,
-    FLAGS_ENV: 'audit',
-    SEND_BURST: '1000',
-    SEND_RATE_PER_MIN: '10000',
+  node = await startNode({
+    kind: 'in-process',
+    databaseUrl: db.url,
+    env: {
+      FLAGS_DIR: dir,
+      FLAGS_ENV: 'audit',
+      SEND_BURST: '1000',
+      SEND_RATE_PER_MIN: '10000',
+    },
   });
 });
 afterEach(async () => {

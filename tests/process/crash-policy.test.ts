@@ -7,13 +7,13 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type NodeProcess, spawnBrokerProcess } from '../helpers/cli.js';
+import { type ProcessNode, startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { waitFor, within } from '../helpers/wait.js';
 
 let db: TestDatabase;
 let dir: string;
-const nodes: NodeProcess[] = [];
+const nodes: ProcessNode[] = [];
 
 beforeAll(async () => {
   db = await createTestDatabase('crash_policy');
@@ -26,12 +26,16 @@ afterAll(async () => {
 });
 
 /** A healthy broker process with a module loaded first that runs `fault` on SIGUSR2 (sent once healthy). */
-async function brokerWithFault(name: string, fault: string): Promise<NodeProcess> {
+async function brokerWithFault(name: string, fault: string): Promise<ProcessNode> {
   const preload = join(dir, `${name}.mjs`);
   writeFileSync(preload, `process.on('SIGUSR2', () => { setImmediate(() => { ${fault} }); });\n`);
-  const node = await spawnBrokerProcess(db.url, {
-    NODE_ID: `crash-${name}`,
-    NODE_OPTIONS: `--import ${preload}`,
+  const node = await startNode({
+    kind: 'process',
+    databaseUrl: db.url,
+    env: {
+      NODE_ID: `crash-${name}`,
+      NODE_OPTIONS: `--import ${preload}`,
+    },
   });
   nodes.push(node);
   node.process.kill('SIGUSR2');

@@ -5,14 +5,15 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { renderFlagsDocument } from '../../flags/document.js';
 import { defaultFlagValues } from '../../flags/registry.js';
-import { type NodeProcess, runWorkbench, spawnBrokerProcess } from '../helpers/cli.js';
+import { runWorkbench } from '../helpers/cli.js';
+import { type ProcessNode, startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
 
 const ENV = 'wbtest';
 let db: TestDatabase;
 let dir: string;
-let nodes: NodeProcess[] = [];
+const nodes: ProcessNode[] = [];
 const prefix = `wbtest:${randomBytes(4).toString('hex')}:`;
 let cliEnv: Record<string, string>;
 
@@ -23,7 +24,7 @@ interface FlagsReport {
   flags: Record<string, { value: boolean; acting: boolean; note?: string }>;
 }
 
-const flagsOf = async (node: NodeProcess) => (await (await fetch(`${node.url}/flags`)).json()) as FlagsReport;
+const flagsOf = async (node: ProcessNode) => (await (await fetch(`${node.url}/flags`)).json()) as FlagsReport;
 const flagFile = () => join(dir, `${ENV}.json`);
 
 beforeAll(async () => {
@@ -37,9 +38,10 @@ beforeAll(async () => {
     FLAGS_POLL_MS: '60000',
     HEARTBEAT_MS: '500',
   };
-  nodes = await Promise.all(
-    ['f1', 'f2', 'f3'].map((id) => spawnBrokerProcess(db.url, { ...env, NODE_ID: id })),
-  );
+  // One after the other: three cold starts at once on two shared cores can outlast a start's timeout.
+  for (const id of ['f1', 'f2', 'f3']) {
+    nodes.push(await startNode({ kind: 'process', databaseUrl: db.url, env: { ...env, NODE_ID: id } }));
+  }
   cliEnv = {
     DATABASE_URL: db.url,
     FLAGS_DIR: dir,
@@ -151,12 +153,16 @@ describe('flags over three node processes (file provider)', () => {
     // A misconfigured node of the environment (its own copy of the flags folder) acts otherwise: shown.
     const strayDir = mkdtempSync(join(tmpdir(), 'wb-flags-stray-'));
     writeFileSync(join(strayDir, `${ENV}.json`), renderFlagsDocument(defaultFlagValues()));
-    const stray = await spawnBrokerProcess(db.url, {
-      FLAGS_DIR: strayDir,
-      FLAGS_ENV: ENV,
-      REDIS_KEY_PREFIX: prefix,
-      HEARTBEAT_MS: '500',
-      NODE_ID: 'f4',
+    const stray = await startNode({
+      kind: 'process',
+      databaseUrl: db.url,
+      env: {
+        FLAGS_DIR: strayDir,
+        FLAGS_ENV: ENV,
+        REDIS_KEY_PREFIX: prefix,
+        HEARTBEAT_MS: '500',
+        NODE_ID: 'f4',
+      },
     });
     try {
       const json = JSON.parse((await runWorkbench(['flags', 'list', '--env', ENV, '--json'], cliEnv)).stdout);

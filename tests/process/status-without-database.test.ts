@@ -9,7 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packageRoot } from '../../broker/paths.js';
-import { type NodeProcess, runWorkbench, spawnBrokerProcess } from '../helpers/cli.js';
+import { runWorkbench } from '../helpers/cli.js';
+import { type ProcessNode, startNode } from '../helpers/nodes.js';
 import { ThrowawayPostgres } from '../helpers/pg-cluster.js';
 import { freePort } from '../helpers/ports.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
@@ -18,7 +19,7 @@ import { waitFor } from '../helpers/wait.js';
 let server: ThrowawayPostgres;
 let db: TestDatabase;
 let here: string;
-const nodes: NodeProcess[] = [];
+const nodes: ProcessNode[] = [];
 
 beforeAll(async () => {
   server = await ThrowawayPostgres.create();
@@ -33,10 +34,14 @@ beforeAll(async () => {
   );
   for (const id of ['broker-1', 'broker-2']) {
     nodes.push(
-      await spawnBrokerProcess(db.url, {
-        NODE_ID: `${id}-${process.pid}`,
-        FLAGS_DIR: flagsDir,
-        FLAGS_ENV: 'local',
+      await startNode({
+        kind: 'process',
+        databaseUrl: db.url,
+        env: {
+          NODE_ID: `${id}-${process.pid}`,
+          FLAGS_DIR: flagsDir,
+          FLAGS_ENV: 'local',
+        },
       }),
     );
   }

@@ -9,9 +9,9 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { renderFlagsDocument } from '../../flags/document.js';
 import { defaultFlagValues, FLAG_KEYS, phasePreset } from '../../flags/registry.js';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { runWorkbench } from '../helpers/cli.js';
 import { inOperatorDir, writeEnvironmentFile } from '../helpers/environments.js';
+import { type InProcessNode, startNode } from '../helpers/nodes.js';
 import { freePort } from '../helpers/ports.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { startUnleash, type TestUnleash, tokenSecret } from '../helpers/unleash.js';
@@ -22,7 +22,7 @@ let unleash: TestUnleash;
 let flagsDir: string;
 let stateDir: string;
 const prefix = `wbtest:unleash-auth:${process.pid}:`;
-const started: TestNode[] = [];
+const started: InProcessNode[] = [];
 
 interface Report {
   source: string;
@@ -30,7 +30,7 @@ interface Report {
   status: string;
   flags: Record<string, { value: boolean; acting: boolean }>;
 }
-const report = async (node: TestNode) => (await (await fetch(`${node.url}/flags`)).json()) as Report;
+const report = async (node: InProcessNode) => (await (await fetch(`${node.url}/flags`)).json()) as Report;
 
 beforeAll(async () => {
   [db, unleash] = await Promise.all([
@@ -51,16 +51,20 @@ afterAll(async () => {
 });
 
 async function unleashNode(id: string, env: string, token: string | undefined, refreshMs = 60_000) {
-  const node = await startTestNode(db.url, {
-    NODE_ID: id,
-    FLAGS_PROVIDER: 'unleash',
-    UNLEASH_URL: `${unleash.url}/api`,
-    ...(token ? { UNLEASH_API_TOKEN: token } : {}),
-    UNLEASH_REFRESH_MS: String(refreshMs),
-    FLAGS_ENV: env,
-    FLAGS_DIR: flagsDir,
-    STATE_DIR: stateDir,
-    REDIS_KEY_PREFIX: prefix,
+  const node = await startNode({
+    kind: 'in-process',
+    databaseUrl: db.url,
+    env: {
+      NODE_ID: id,
+      FLAGS_PROVIDER: 'unleash',
+      UNLEASH_URL: `${unleash.url}/api`,
+      ...(token ? { UNLEASH_API_TOKEN: token } : {}),
+      UNLEASH_REFRESH_MS: String(refreshMs),
+      FLAGS_ENV: env,
+      FLAGS_DIR: flagsDir,
+      STATE_DIR: stateDir,
+      REDIS_KEY_PREFIX: prefix,
+    },
   });
   started.push(node);
   return node;

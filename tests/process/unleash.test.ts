@@ -7,8 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { renderFlagsDocument } from '../../flags/document.js';
 import { publishRefresh, refreshChannel } from '../../flags/refresh-bus.js';
 import { defaultFlagValues } from '../../flags/registry.js';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { runWorkbench } from '../helpers/cli.js';
+import { type InProcessNode, startNode } from '../helpers/nodes.js';
 import { freePort } from '../helpers/ports.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { startUnleash, type TestUnleash } from '../helpers/unleash.js';
@@ -20,14 +20,14 @@ let unleash: TestUnleash;
 let dir: string;
 let stateDir: string;
 const prefix = `wbtest:${randomBytes(4).toString('hex')}:`;
-const nodes: TestNode[] = [];
+const nodes: InProcessNode[] = [];
 
 interface Report {
   source: string;
   error: string | null;
   flags: Record<string, { value: boolean; acting: boolean }>;
 }
-const report = async (node: TestNode) => (await (await fetch(`${node.url}/flags`)).json()) as Report;
+const report = async (node: InProcessNode) => (await (await fetch(`${node.url}/flags`)).json()) as Report;
 
 beforeAll(async () => {
   [db, unleash] = await Promise.all([createTestDatabase('unleash_flags'), startUnleash()]);
@@ -45,16 +45,20 @@ afterAll(async () => {
 });
 
 function unleashNode(id: string, url: string) {
-  return startTestNode(db.url, {
-    NODE_ID: id,
-    FLAGS_PROVIDER: 'unleash',
-    UNLEASH_URL: `${url}/api`,
-    // Long enough that a change arriving within seconds arrived by push, not by the poll.
-    UNLEASH_REFRESH_MS: '60000',
-    FLAGS_ENV: ENV,
-    FLAGS_DIR: dir,
-    STATE_DIR: stateDir,
-    REDIS_KEY_PREFIX: prefix,
+  return startNode({
+    kind: 'in-process',
+    databaseUrl: db.url,
+    env: {
+      NODE_ID: id,
+      FLAGS_PROVIDER: 'unleash',
+      UNLEASH_URL: `${url}/api`,
+      // Long enough that a change arriving within seconds arrived by push, not by the poll.
+      UNLEASH_REFRESH_MS: '60000',
+      FLAGS_ENV: ENV,
+      FLAGS_DIR: dir,
+      STATE_DIR: stateDir,
+      REDIS_KEY_PREFIX: prefix,
+    },
   });
 }
 

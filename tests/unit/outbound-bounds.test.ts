@@ -6,7 +6,7 @@
  * arithmetic, which the WebSocket tests (tests/integration/abuse-gateway.test.ts) exercise only at one
  * socket count.
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import {
   Connection,
   NODE_OUTBOUND_BUDGET,
@@ -15,7 +15,6 @@ import {
 import { MAX_REPLY_BYTES, serializeReply } from '../../broker/ws/gateway.js';
 import { ProtocolError } from '../../protocol/errors.js';
 import { StandInSocket, standInConnection } from '../helpers/stand-in-socket.js';
-import { pause } from '../helpers/wait.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -63,18 +62,24 @@ describe("a socket's share of the node's outbound budget", () => {
 
 describe('whenDrained', () => {
   it("resolves on the TCP socket's drain, not after a poll", async () => {
-    const { socket, connection: c } = connection(1);
-    socket.bufferedAmount = 2 * MiB;
-    let drained = false;
-    const waiting = c.whenDrained().then(() => {
-      drained = true;
-    });
-    await pause(20, 'a window in which a poll would have resolved it');
-    expect(drained).toBe(false);
-    socket.bufferedAmount = 0;
-    socket._socket.emit('drain');
-    await waiting;
-    expect(drained).toBe(true);
+    // Fake timers: a second of the socket's life passes at once, every recheck timer in it run.
+    vi.useFakeTimers();
+    try {
+      const { socket, connection: c } = connection(1);
+      socket.bufferedAmount = 2 * MiB;
+      let drained = false;
+      const waiting = c.whenDrained().then(() => {
+        drained = true;
+      });
+      await vi.advanceTimersByTimeAsync(1000);
+      expect(drained).toBe(false); // still congested: no timer let it go
+      socket.bufferedAmount = 0;
+      socket._socket.emit('drain');
+      await waiting;
+      expect(drained).toBe(true);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('resolves when the socket closes while congested', async () => {

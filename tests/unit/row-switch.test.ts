@@ -2,11 +2,11 @@ import { describe, expect, it } from 'vitest';
 import type { Logger } from '../../broker/log.js';
 import type { Lifecycle } from '../../broker/rows/lifecycle.js';
 import { Switch } from '../../broker/rows/switch.js';
-import { pause, waitFor } from '../helpers/wait.js';
+import { waitFor } from '../helpers/wait.js';
 
 const log = { warn: () => {}, error: () => {}, info: () => {} } as unknown as Logger;
 
-/** A row implementation that records what happens to it; `work` runs for `delayMs`. */
+/** A row implementation that records what happens to it; `work` runs until `done` settles (the test's say). */
 class Recorder implements Lifecycle {
   readonly events: string[] = [];
   active = false;
@@ -31,10 +31,10 @@ class Recorder implements Lifecycle {
   }
 
   /** A call that must only ever run on an active implementation. */
-  async work(delayMs: number): Promise<string> {
+  async work(done: Promise<void> = Promise.resolve()): Promise<string> {
     if (!this.active) throw new Error(`${this.name} called while inactive`);
     this.calls++;
-    await pause(delayMs, 'a call that takes a while, so that moves happen under it');
+    await done; // a call that runs until the test ends it, so that moves happen under it
     if (!this.active) throw new Error(`${this.name} deactivated under a running call`);
     return this.name;
   }
@@ -44,6 +44,20 @@ class Recorder implements Lifecycle {
     if (!this.active) throw new Error(`${this.name} notified while inactive`);
     this.calls++;
   }
+}
+
+/** A call's end, in the test's hands. */
+function released(): { done: Promise<void>; release: () => void } {
+  let release = () => {};
+  const done = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  return { done, release };
+}
+
+/** One turn of the event loop: every microtask queued so far has run. */
+function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
 }
 
 function makeSwitch(drainMs = 5000) {
@@ -76,8 +90,16 @@ describe('a row switch', () => {
   it('waits for calls running on the old implementation before deactivating it', async () => {
     const { local, row } = makeSwitch();
     await row.select('local');
-    const running = row.view.work(100);
-    const moved = row.select('shared');
+    const call = released();
+    const running = row.view.work(call.done);
+    let settled = false;
+    const moved = row.select('shared').finally(() => {
+      settled = true;
+    });
+    await nextTurn(); // the move has gone as far as it can: it waits for the call
+    expect(settled).toBe(false);
+    expect(local.active).toBe(true);
+    call.release();
     await expect(running).resolves.toBe('local'); // not deactivated under it
     await moved;
     expect(local.events).toEqual(['activate:boot', 'deactivate']);
@@ -86,10 +108,13 @@ describe('a row switch', () => {
   it('holds calls made during a move and sends them to the implementation in use after it', async () => {
     const { row } = makeSwitch();
     await row.select('local');
-    const blocker = row.view.work(50);
+    const call = released();
+    const blocker = row.view.work(call.done);
     const moved = row.select('shared');
-    const during = row.view.work(0);
+    const during = row.view.work();
     row.view.note(); // a void call made meanwhile is not lost either
+    await nextTurn();
+    call.release();
     await expect(during).resolves.toBe('shared');
     await blocker;
     await moved;
@@ -104,10 +129,10 @@ describe('a row switch', () => {
     expect(row.using).toBe('local');
     expect(row.running).toBe(true);
     expect(local.active).toBe(true);
-    await expect(row.view.work(0)).resolves.toBe('local');
+    await expect(row.view.work()).resolves.toBe('local');
     shared.failActivate = false;
     await row.select('shared');
-    await expect(row.view.work(0)).resolves.toBe('shared');
+    await expect(row.view.work()).resolves.toBe('shared');
   });
 
   it('undoes a failed state hand-over after the new implementation started', async () => {
@@ -136,7 +161,7 @@ describe('a row switch', () => {
     const results: string[] = [];
     const callers = Array.from({ length: 8 }, async () => {
       while (calling) {
-        results.push(await row.view.work(Math.random() * 3));
+        results.push(await row.view.work(nextTurn()));
         row.view.note();
       }
     });
@@ -167,7 +192,7 @@ describe('a row switch', () => {
   it('moves on after the drain bound when a call never ends', async () => {
     const { row } = makeSwitch(50);
     await row.select('local');
-    void row.view.work(10_000).catch(() => {});
+    void row.view.work(new Promise(() => {})).catch(() => {}); // a call that never ends
     const started = Date.now();
     await row.select('shared');
     expect(Date.now() - started).toBeLessThan(2000);
@@ -178,7 +203,7 @@ describe('a row switch', () => {
     const { row } = makeSwitch();
     await row.select('shared');
     await row.close();
-    await expect(row.view.work(0)).rejects.toThrow('shared called while inactive');
+    await expect(row.view.work()).rejects.toThrow('shared called while inactive');
   });
 
   it('closes the implementation in use at shutdown, after deactivating it', async () => {
