@@ -97,6 +97,9 @@ describe('X_FILE for every secret variable', () => {
       REDIS_REMOTE_URLS: 'redis://u:remote-pass@b:6379,redis://u:remote-pass@b:6379',
     });
     expect(remote.message).not.toContain('remote-pass');
+    const nodes = configError({ REDIS_CLUSTER_NODES: 'broker:cluster-pass@10.0.0.1:7000' });
+    expect(nodes.variable).toBe('REDIS_CLUSTER_NODES');
+    expect(nodes.message).not.toContain('cluster-pass');
   });
 });
 
