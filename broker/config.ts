@@ -7,6 +7,8 @@ import { join } from 'node:path';
 import { defaultFlagsDir } from '../flags/file-store.js';
 import { packageRoot } from './paths.js';
 import { parseRedisClusterNodes, type RedisClusterNode } from './redis/cluster-nodes.js';
+import { readConfigFile, withSecretFiles } from './secrets/files.js';
+import { redactUrl } from './secrets/redact.js';
 
 export interface BrokerConfig {
   databaseUrl: string;
@@ -29,6 +31,14 @@ export interface BrokerConfig {
    * single Redis (sharded pub/sub, hash-tagged keys: docs/redis-cluster.md).
    */
   redisClusterNodes: RedisClusterNode[] | undefined;
+  /**
+   * How a node proves itself to Redis and checks Redis (docs/design.md § Redis access): the CA that signs a
+   * `rediss://` server's certificate (REDIS_TLS_CA_FILE, PEM; unset: the system's CAs), and a Redis
+   * Cluster's ACL user, password and TLS (REDIS_CLUSTER_USERNAME, REDIS_CLUSTER_PASSWORD, REDIS_CLUSTER_TLS;
+   * a single Redis carries them in its URL: rediss://user:password@host:port).
+   */
+  redisTlsCa: string | undefined;
+  redisClusterAuth: { username?: string; password?: string; tls: boolean };
   /**
    * Multi-region (docs/multi-region.md), every field absent or equal to the single-region value when the
    * variables are unset: this node's region (REGION), the region whose nodes take a mesh with no home region
@@ -163,7 +173,7 @@ function url(env: Env, name: string, fallback: string, protocols: string[]): str
   try {
     parsed = new URL(value);
   } catch {
-    throw new ConfigError(name, `is not a URL: "${value}"`);
+    throw new ConfigError(name, `is not a URL: "${redactUrl(value)}"`);
   }
   if (!protocols.includes(parsed.protocol)) {
     throw new ConfigError(name, `must use ${protocols.join(' or ')}, got "${parsed.protocol}"`);
@@ -210,21 +220,20 @@ function remoteRedisUrls(env: Env, localUrl: string): string[] {
     try {
       parsed = new URL(entry);
     } catch {
-      throw new ConfigError('REDIS_REMOTE_URLS', `entry ${index + 1} is not a URL: "${entry}"`);
+      throw new ConfigError('REDIS_REMOTE_URLS', `entry ${index + 1} is not a URL: "${redactUrl(entry)}"`);
     }
     if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:')
       throw new ConfigError(
         'REDIS_REMOTE_URLS',
-        `entry ${index + 1} must use redis: or rediss:, got "${entry}"`,
+        `entry ${index + 1} must use redis: or rediss:, got "${redactUrl(entry)}"`,
       );
     if (entry === localUrl)
       throw new ConfigError(
         'REDIS_REMOTE_URLS',
-        `lists REDIS_URL itself (${entry}): every node of this region would hear each message twice`,
+        `lists REDIS_URL itself (${redactUrl(entry)}): every node of this region would hear each message twice`,
       );
   }
-  if (new Set(urls).size !== urls.length)
-    throw new ConfigError('REDIS_REMOTE_URLS', `lists a URL twice ("${raw}")`);
+  if (new Set(urls).size !== urls.length) throw new ConfigError('REDIS_REMOTE_URLS', 'lists a URL twice');
   return urls;
 }
 
@@ -251,6 +260,30 @@ function checkRegionCombinations(env: Env, region: string | undefined, remotes: 
           'cannot be combined with REDIS_CLUSTER_NODES (multi-region over Redis Clusters is not built: docs/multi-region.md)',
         );
   }
+}
+
+/** A CA certificate bundle larger than this is not one. */
+const MAX_CA_FILE_BYTES = 1024 * 1024;
+
+/** REDIS_TLS_CA_FILE and a Redis Cluster's credentials (BrokerConfig.redisTlsCa, redisClusterAuth). */
+function redisSecurity(env: Env) {
+  const fail = (variable: string, message: string) => new ConfigError(variable, message);
+  const caFile = env.REDIS_TLS_CA_FILE;
+  const redisTlsCa =
+    caFile === undefined || caFile === ''
+      ? undefined
+      : readConfigFile(caFile, 'REDIS_TLS_CA_FILE', fail, MAX_CA_FILE_BYTES);
+  if (redisTlsCa !== undefined && !redisTlsCa.includes('-----BEGIN CERTIFICATE-----'))
+    throw new ConfigError('REDIS_TLS_CA_FILE', `${caFile} holds no PEM certificate`);
+  const username = env.REDIS_CLUSTER_USERNAME || undefined;
+  const password = env.REDIS_CLUSTER_PASSWORD || undefined;
+  if (username !== undefined && password === undefined)
+    throw new ConfigError(
+      'REDIS_CLUSTER_USERNAME',
+      'needs REDIS_CLUSTER_PASSWORD (or REDIS_CLUSTER_PASSWORD_FILE)',
+    );
+  const tls = bool(env, 'REDIS_CLUSTER_TLS', false);
+  return { redisTlsCa, redisClusterAuth: { username, password, tls } };
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -294,7 +327,8 @@ function flagSource(env: Env) {
 }
 
 /** Every variable the broker reads, with its default; the README's configuration table mirrors this. */
-export function loadConfig(env: Env = process.env): BrokerConfig {
+export function loadConfig(given: Env = process.env): BrokerConfig {
+  const env = withSecretFiles(given, (variable, message) => new ConfigError(variable, message));
   const { port, nodeId, adminToken, adminTokenPrevious, logLevel } = nodeAndAccess(env);
   const { flagsEnv, flagsProvider, unleashUrl } = flagSource(env);
   const heartbeatMs = int(env, 'HEARTBEAT_MS', 15_000, 100, 300_000);
@@ -319,6 +353,7 @@ export function loadConfig(env: Env = process.env): BrokerConfig {
     redisUrl,
     redisKeyPrefix: str(env, 'REDIS_KEY_PREFIX', 'mesh:'),
     redisClusterNodes: clusterNodes(env),
+    ...redisSecurity(env),
     host: str(env, 'HOST', '127.0.0.1'),
     port,
     nodeId,

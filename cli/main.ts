@@ -9,6 +9,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { packageRoot } from '../broker/paths.js';
+import { applySecretFiles, SECRET_VARIABLES } from '../broker/secrets/files.js';
+import { scrub, secretValues } from '../broker/secrets/redact.js';
 import { given, helpText, parse, UsageError, wantsHelp } from './args.js';
 import { COMMANDS } from './registry.js';
 
@@ -60,12 +62,15 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const jsonErrors = command.jsonErrors === true && given(rest, '--json');
-  const fail = (code: number, message: string, usage: boolean) => {
+  const fail = (code: number, unscrubbed: string, usage: boolean) => {
+    // Whatever failed (a driver's message, a config value), a secret the process holds is not printed.
+    const message = scrub(unscrubbed, secretValues(process.env));
     if (jsonErrors) console.log(JSON.stringify({ error: message, exitCode: code }));
     else console.error(`workbench ${name}: ${message}${usage ? `\n\n${helpText(name!, command)}` : ''}`);
     return code;
   };
   try {
+    await resolveSecretFiles();
     return (await command.run(parse(rest, command.options))) ?? 0;
   } catch (error) {
     if (error instanceof UsageError) return fail(2, error.message, true);
@@ -74,6 +79,16 @@ async function main(argv: string[]): Promise<number> {
     if (error instanceof ConfigError) return fail(2, `configuration error: ${error.message}`, false);
     return fail(1, (error as Error).message, false);
   }
+}
+
+/**
+ * Every `X_FILE` of a secret variable read into `X` (broker/secrets/files.ts), once, for every command: the
+ * broker, the CLI's own commands and every process they start inherit the values, not the paths.
+ */
+async function resolveSecretFiles(): Promise<void> {
+  if (!SECRET_VARIABLES.some((name) => process.env[`${name}_FILE`])) return;
+  const { ConfigError } = await import('../broker/config.js');
+  applySecretFiles(process.env, (variable, message) => new ConfigError(variable, message));
 }
 
 main(process.argv.slice(2)).then((code) => {

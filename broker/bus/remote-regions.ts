@@ -17,6 +17,8 @@ export const MAX_IN_FLIGHT = 1000;
 
 export interface RemoteRegionsOptions {
   urls: string[];
+  /** The CA of the remotes' certificates when they are `rediss://` (REDIS_TLS_CA_FILE). */
+  tlsCa?: string | undefined;
   commandTimeoutMs: number;
   onFailure: (remote: string) => void;
   log: Logger;
@@ -38,7 +40,10 @@ export interface RemotePublishing {
 export function publishingToRemotes(local: PubSub, options: RemoteRegionsOptions): RemotePublishing {
   const remotes: Remote[] = options.urls.map((url) => {
     const parsed = new URL(url);
-    const client = createMainClient({ url }, { keyPrefix: '', commandTimeoutMs: options.commandTimeoutMs });
+    const client = createMainClient(
+      { url, tlsCa: options.tlsCa },
+      { keyPrefix: '', commandTimeoutMs: options.commandTimeoutMs },
+    );
     client.on('error', (error) =>
       options.log.debug({ err: error, remote: parsed.host }, 'remote redis error'),
     );

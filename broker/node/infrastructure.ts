@@ -17,7 +17,13 @@ import { PRIMARY_STATES, PrimaryFence, type PrimaryState } from '../db/primary-f
 import { waitForDatabase } from '../db/wait.js';
 import type { Logger } from '../log.js';
 import type { BrokerMetrics } from '../metrics.js';
-import { createMainClient, createSubscriberClient, type RedisClient } from '../redis/clients.js';
+import {
+  createMainClient,
+  createSubscriberClient,
+  type RedisClient,
+  type RedisTarget,
+} from '../redis/clients.js';
+import { logRedisErrors } from '../redis/connection-errors.js';
 import { createPubSub, type PubSub } from '../redis/pubsub.js';
 
 export interface Infrastructure {
@@ -64,30 +70,30 @@ export async function openInfrastructure(
   // A stalled Redis (connected, not answering) must not hold a peer's request: every call gives up after
   // the timeout and its caller falls back (rate limits, nonces and the cap to this node's memory; a wake-up
   // is simply lost, which costs latency, never order).
-  const target = { url: config.redisUrl, clusterNodes: config.redisClusterNodes };
-  const redis = createMainClient(target, {
+  const redis = createMainClient(redisTarget(config), {
     keyPrefix: config.redisKeyPrefix,
     commandTimeoutMs: config.redisTimeoutMs,
   });
-  redis.on('error', (error) => log.debug({ err: error }, 'redis error'));
+  logRedisErrors(redis, log, 'redis');
   redis.connect().catch((error) => log.warn({ err: error }, 'redis not reachable at start; retrying'));
   const counters =
     config.redisCountersUrl === config.redisUrl
       ? redis
       : createMainClient(
-          { url: config.redisCountersUrl },
+          { url: config.redisCountersUrl, tlsCa: config.redisTlsCa },
           { keyPrefix: config.redisKeyPrefix, commandTimeoutMs: config.redisTimeoutMs },
         );
   if (counters !== redis) {
-    counters.on('error', (error) => log.debug({ err: error }, 'redis (counters) error'));
+    logRedisErrors(counters, log, 'redis (counters)');
     counters
       .connect()
       .catch((error) => log.warn({ err: error }, 'counters redis not reachable at start; retrying'));
   }
   const subscriber = createSubscriberClient(redis);
-  subscriber.on('error', (error) => log.debug({ err: error }, 'redis (subscriber) error'));
+  logRedisErrors(subscriber, log, 'redis (subscriber)');
   const remotes = publishingToRemotes(createPubSub(redis, subscriber), {
     urls: config.redisRemoteUrls,
+    tlsCa: config.redisTlsCa,
     commandTimeoutMs: config.redisTimeoutMs,
     onFailure: (remote) => metrics.busRemotePublishFailures.inc({ remote }),
     log,
@@ -139,6 +145,16 @@ function primaryFence(log: Logger, metrics: BrokerMetrics): PrimaryFence {
         `the database server is not the primary of record (${state}): writes answer unavailable`,
       );
   });
+}
+
+/** The node's Redis: a single one (REDIS_URL) or a cluster, with the credentials and the TLS CA. */
+function redisTarget(config: BrokerConfig): RedisTarget {
+  return {
+    url: config.redisUrl,
+    clusterNodes: config.redisClusterNodes,
+    tlsCa: config.redisTlsCa,
+    clusterAuth: config.redisClusterAuth,
+  };
 }
 
 /**

@@ -3,7 +3,7 @@
  * a Redis Cluster (docs/redis-cluster.md). Every module takes its client from here and codes against
  * `RedisClient`, the commands both kinds share; what differs (pub/sub) is in redis/pubsub.ts.
  */
-import { Cluster, Redis } from 'ioredis';
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { RedisClusterNode } from './cluster-nodes.js';
 
 /** A single Redis or a Redis Cluster: the same commands; a cluster needs a script's keys in one slot. */
@@ -13,6 +13,28 @@ export type RedisClient = Redis | Cluster;
 export interface RedisTarget {
   url: string;
   clusterNodes?: RedisClusterNode[] | undefined;
+  /** The CA of a `rediss://` (or TLS cluster) server's certificate, PEM; unset: the system's CAs. */
+  tlsCa?: string | undefined;
+  /** A Redis Cluster's ACL user and password, and whether its nodes speak TLS (a URL carries its own). */
+  clusterAuth?: { username?: string | undefined; password?: string | undefined; tls: boolean } | undefined;
+}
+
+/**
+ * The connection options that prove the client to Redis and check Redis's certificate: from the URL
+ * (user and password in it, TLS for `rediss:`) or, on a cluster, from `clusterAuth`. TLS always verifies
+ * the server (against `tlsCa` when given).
+ */
+export function connectionSecurity(target: RedisTarget): RedisOptions {
+  const tls = { ...(target.tlsCa === undefined ? {} : { ca: target.tlsCa }), rejectUnauthorized: true };
+  if (target.clusterNodes) {
+    const auth = target.clusterAuth;
+    return {
+      ...(auth?.username === undefined ? {} : { username: auth.username }),
+      ...(auth?.password === undefined ? {} : { password: auth.password }),
+      ...(auth?.tls ? { tls } : {}),
+    };
+  }
+  return new URL(target.url).protocol === 'rediss:' ? { tls } : {};
 }
 
 export interface MainClientOptions {
@@ -43,10 +65,15 @@ export function createMainClient(target: RedisTarget, options: MainClientOptions
       retryDelayOnClusterDown: 0,
       retryDelayOnFailover: 0,
       slotsRefreshInterval: 1000,
-      redisOptions: { maxRetriesPerRequest: 1, commandTimeout: options.commandTimeoutMs },
+      redisOptions: {
+        ...connectionSecurity(target),
+        maxRetriesPerRequest: 1,
+        commandTimeout: options.commandTimeoutMs,
+      },
     });
   }
   return new Redis(target.url, {
+    ...connectionSecurity(target),
     keyPrefix: options.keyPrefix,
     lazyConnect: true,
     maxRetriesPerRequest: 1,
@@ -92,8 +119,13 @@ export function createOneShotClient(target: RedisTarget): RedisClient {
       enableOfflineQueue: false,
       // One round of attempts: a CLI command reports "not pushed" rather than wait.
       clusterRetryStrategy: () => null,
-      redisOptions: { maxRetriesPerRequest: 1 },
+      redisOptions: { ...connectionSecurity(target), maxRetriesPerRequest: 1 },
     });
   }
-  return new Redis(target.url, { lazyConnect: true, maxRetriesPerRequest: 1, enableOfflineQueue: false });
+  return new Redis(target.url, {
+    ...connectionSecurity(target),
+    lazyConnect: true,
+    maxRetriesPerRequest: 1,
+    enableOfflineQueue: false,
+  });
 }

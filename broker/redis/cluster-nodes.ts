@@ -3,6 +3,8 @@
  * Read by the broker's config and by the CLI's "refresh now" push, so both accept and refuse the same text.
  */
 
+import { REDACTED } from '../secrets/redact.js';
+
 export interface RedisClusterNode {
   host: string;
   port: number;
@@ -20,8 +22,12 @@ export function parseRedisClusterNodes(text: string): RedisClusterNode[] {
     const host = colon > 0 ? entry.slice(0, colon).replace(/^\[(.*)\]$/, '$1') : '';
     const port = colon > 0 ? entry.slice(colon + 1) : '';
     if (host === '' || !/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535)
-      throw new Error(`"${entry}" is not host:port (a port from 1 to 65535)`);
-    if (/[\s/@]/.test(host)) throw new Error(`"${entry}" has no valid host (give host:port, not a URL)`);
+      throw new Error(
+        `${entry.includes('@') ? REDACTED : `"${entry}"`} is not host:port (a port from 1 to 65535)`,
+      );
+    // An entry with credentials in it (user:pw@host) is not echoed: the password would be printed.
+    const shown = entry.includes('@') ? REDACTED : `"${entry}"`;
+    if (/[\s/@]/.test(host)) throw new Error(`${shown} has no valid host (give host:port, not a URL)`);
     return { host, port: Number(port) };
   });
 }

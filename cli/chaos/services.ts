@@ -4,7 +4,15 @@
  * the machine's own servers are never touched.
  */
 import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
-import { appendFileSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import {
+  appendFileSync,
+  chownSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -175,20 +183,71 @@ function stopAndRemove(dir: string): void {
   }
 }
 
-/** A throw-away redis-server on a free loopback port, to stop, restart or stall (SIGSTOP/SIGCONT). */
+export interface ThrowawayRedisOptions {
+  /**
+   * ACL users, as redis.conf `user` lines (cli/cluster/redis-acl.ts); given, the `default` user is off, so
+   * nothing reaches the server without a user and password.
+   */
+  users?: string[];
+  /** TLS only (`--port 0`, the port is a TLS port): the server's certificate, its key, and the CA. */
+  tls?: { certFile: string; keyFile: string; caFile: string };
+}
+
+/**
+ * A throw-away redis-server on a free loopback port, to stop, restart or stall (SIGSTOP/SIGCONT). With
+ * users or TLS, its settings go to a configuration file of the owner's only (never the command line, which
+ * `ps` shows to every account).
+ */
 export class ThrowawayRedis {
   private child: ChildProcess | undefined;
+  private configDir: string | undefined;
 
-  private constructor(readonly port: number) {}
+  private constructor(
+    readonly port: number,
+    private readonly options: ThrowawayRedisOptions,
+  ) {}
 
-  static async start(): Promise<ThrowawayRedis> {
-    const redis = new ThrowawayRedis(await freePort());
+  static async start(options: ThrowawayRedisOptions = {}): Promise<ThrowawayRedis> {
+    const redis = new ThrowawayRedis(await freePort(), options);
     await redis.restart();
     return redis;
   }
 
   get url(): string {
-    return `redis://127.0.0.1:${this.port}`;
+    return `${this.options.tls ? 'rediss' : 'redis'}://127.0.0.1:${this.port}`;
+  }
+
+  /** The URL with `user` and `password` in it. */
+  urlAs(user: string, password: string): string {
+    const url = new URL(this.url);
+    url.username = user;
+    url.password = password;
+    return url.toString();
+  }
+
+  /** The server's arguments: the settings on the command line, or the file holding them. */
+  private arguments(): string[] {
+    const { users, tls } = this.options;
+    if (!users && !tls)
+      return ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'];
+    const settings = [
+      ...(tls ? ['port 0', `tls-port ${this.port}`] : [`port ${this.port}`]),
+      'bind 127.0.0.1',
+      'save ""',
+      'appendonly no',
+    ];
+    if (tls)
+      settings.push(
+        `tls-cert-file ${tls.certFile}`,
+        `tls-key-file ${tls.keyFile}`,
+        `tls-ca-cert-file ${tls.caFile}`,
+        'tls-auth-clients no',
+      );
+    if (users) settings.push('user default off', ...users);
+    this.configDir ??= mkdtempSync(join(tmpdir(), 'wb-redis-'));
+    const file = join(this.configDir, 'redis.conf');
+    writeFileSync(file, `${settings.join('\n')}\n`, { mode: 0o600 });
+    return [file];
   }
 
   get pid(): number | undefined {
@@ -197,11 +256,7 @@ export class ThrowawayRedis {
 
   /** Starts the server (again, after `stop`): empty, as a restarted cache without persistence is. */
   async restart(): Promise<void> {
-    const child = spawn(
-      'redis-server',
-      ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-      { stdio: 'ignore' },
-    );
+    const child = spawn('redis-server', this.arguments(), { stdio: 'ignore' });
     this.child = child;
     const deadline = Date.now() + 10_000;
     while (!(await this.answers())) {
@@ -220,6 +275,12 @@ export class ThrowawayRedis {
     const exited = new Promise((resolve) => child.once('exit', resolve));
     child.kill('SIGKILL');
     await exited;
+  }
+
+  /** Stops it and removes its configuration file, if it had one. */
+  async destroy(): Promise<void> {
+    await this.stop();
+    if (this.configDir) rmSync(this.configDir, { recursive: true, force: true });
   }
 
   /** Freezes the server for `ms` (SIGSTOP, then SIGCONT): connections stay open and nothing answers. */

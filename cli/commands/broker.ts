@@ -2,6 +2,7 @@ import { type BrokerNode, StartupError, startBroker } from '../../broker/app.js'
 import { loadConfig } from '../../broker/config.js';
 import { createLogger } from '../../broker/log.js';
 import { installCrashPolicy } from '../../broker/node/crash-policy.js';
+import { secretValues } from '../../broker/secrets/redact.js';
 import { defineCommand, type OptionSpec, type Parsed } from '../args.js';
 
 /** Hard limit on a drain: past it the process exits even if something hangs. */
@@ -31,7 +32,8 @@ SIGTERM or SIGINT drains it; exit 2 on bad configuration, naming the variable.`,
 
 async function runBrokerCommand(_parsed: Parsed<typeof OPTIONS>): Promise<number | undefined> {
   const config = loadConfig();
-  const log = createLogger(config.nodeId, config.logLevel);
+  // main has read every X_FILE into process.env: the values to keep out of the log are all there.
+  const log = createLogger(config.nodeId, config.logLevel, secretValues(process.env));
   let node: BrokerNode | undefined;
   let stopping = false;
   const shutdown = (reason: string, exitCode: number) => {

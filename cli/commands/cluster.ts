@@ -1,3 +1,4 @@
+import { redactUrl } from '../../broker/secrets/redact.js';
 import { defineCommand, type OptionSpec, type Parsed, portOption, positiveInt, UsageError } from '../args.js';
 import { type ClusterFile, down, startNode, stopNode, up } from '../cluster/local.js';
 import { reapRegions } from '../cluster/regions/simulation.js';
@@ -103,7 +104,7 @@ async function runUpCommand({ values, positionals }: Parsed<typeof UP_OPTIONS>):
     load balancer   ${cluster.lb.url}   (${cluster.lb.kind}, log .workbench/logs/${cluster.lb.kind}.log; WebSocket: ${cluster.lb.url.replace('http', 'ws')}/ws)
 ${cluster.nodes.map((n) => `    ${n.id.padEnd(14)}  ${n.url}   (pid ${n.pid}, log .workbench/logs/${n.id}.log)`).join('\n')}
     admin token     in .workbench/cluster.json
-    database        ${cluster.databaseUrl}
+    database        ${redactUrl(cluster.databaseUrl)}
     state           .workbench/ (cluster.json, logs, flags/${cluster.flagsEnv}.json)
   "workbench down" stops it.`);
   return 0;
@@ -174,7 +175,7 @@ function printRegions(cluster: ClusterFile, foreground: boolean): void {
   ];
   for (const region of regions.list) {
     lines.push(
-      `    region ${region.name}        load balancer ${region.lb.url}, Redis ${region.redis.url}, Postgres ${region.postgres.role} ${region.postgres.url}`,
+      `    region ${region.name}        load balancer ${region.lb.url}, Redis ${redactUrl(region.redis.url)}, Postgres ${region.postgres.role} ${redactUrl(region.postgres.url)}`,
     );
     for (const node of cluster.nodes.filter((n) => n.region === region.name))
       lines.push(

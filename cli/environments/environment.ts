@@ -68,11 +68,19 @@ export const EnvironmentFileSchema = z.strictObject({
       unleashEnvironment: z.string().min(1),
     }),
   ]),
+  /**
+   * Where "refresh now" is pushed: `redisUrl`, or `redisUrlEnv`, the variable holding it when the URL
+   * carries the Redis user's password (the compose stack's).
+   */
   push: z
     .strictObject({
-      redisUrl: z.string().startsWith('redis'),
+      redisUrl: z.string().startsWith('redis').optional(),
+      redisUrlEnv: secret.optional(),
       keyPrefix: z.string(),
       clusterNodes: redisClusterNodes.optional(),
+    })
+    .refine((push) => (push.redisUrl === undefined) !== (push.redisUrlEnv === undefined), {
+      message: 'give one of redisUrl and redisUrlEnv',
     })
     .optional(),
   /** Shell commands; `{node}` is replaced by the node's id. Leave out to skip the node-failure checks. */
@@ -177,7 +185,13 @@ export function loadEnvironmentFile(path: string, name: string): Environment {
       watchTargetHost: file.watchTargetHost,
     },
     flags,
-    push: file.push,
+    push: file.push && {
+      redisUrl: file.push.redisUrlEnv
+        ? fromEnv(file.push.redisUrlEnv, 'push.redisUrlEnv')
+        : file.push.redisUrl!,
+      keyPrefix: file.push.keyPrefix,
+      ...(file.push.clusterNodes === undefined ? {} : { clusterNodes: file.push.clusterNodes }),
+    },
     requirePassedIn: file.requirePassedIn,
   };
 }

@@ -70,6 +70,8 @@ const COMPOSE = '/usr/bin/docker-compose';
 const FILES = [
   'deploy/compose/compose.yml',
   'phases/phase3/compose.yml',
+  // Redis on the host's loopback: the workbench's "refresh now" push from the host (not published by default).
+  'deploy/compose/redis-host-port.yml',
   'deploy/compose/test-substitutes.yml',
 ];
 /** Services not started: no image can be had here (see the header). */
@@ -153,6 +155,7 @@ function workbench(args: string[], cwd = ROOT, timeoutMs = 10 * 60_000): Promise
         ADMIN_TOKEN: secrets.ADMIN_TOKEN,
         UNLEASH_ADMIN_TOKEN: secrets.UNLEASH_ADMIN_TOKEN,
         MESH_COMPOSE_DATABASE_URL: `postgres://mesh_broker:${secrets.MESH_BROKER_DB_PASSWORD}@127.0.0.1:15432/meshbroker`,
+        MESH_COMPOSE_REDIS_URL: `redis://broker:${secrets.MESH_REDIS_PASSWORD}@127.0.0.1:16379`,
         WORKBENCH_ACTOR: 'compose-stack-test',
         // control.sh (environments/compose.json's node control): this project, Debian's client, this daemon.
         COMPOSE_PROJECT_NAME: PROJECT,

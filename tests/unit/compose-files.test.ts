@@ -42,6 +42,7 @@ const SECRETS = {
   UNLEASH_SESSION_SECRET: 'test-unleash-session-8e1c',
   GRAFANA_ADMIN_PASSWORD: 'test-grafana-7a2b',
   GRAFANA_DB_PASSWORD: 'test-grafana-db-3c5f',
+  MESH_REDIS_PASSWORD: '0123456789abcdef7e3d',
 };
 
 /** Values a real deployment must never run with (the old files had several of them). */
@@ -96,6 +97,17 @@ function compose(phase: number, variables: Record<string, string>, extra: string
 }
 
 const merged = new Map<string, string>();
+
+/** `config` of phase `phase` with more `-f` files after the phase's (SECRETS as the variables). */
+function composeOk(phase: number, files: string[]): string {
+  const result = spawnSync(
+    'docker-compose',
+    ['--env-file', emptyEnvFile, '-p', PROJECT, ...composeFiles(phase), ...files, 'config'],
+    { cwd: root, encoding: 'utf8', env: { PATH: process.env.PATH, HOME: process.env.HOME, ...SECRETS } },
+  );
+  expect(result.status, result.stderr).toBe(0);
+  return result.stdout;
+}
 
 /** The merged configuration docker-compose prints (each phase and set of variables asked once). */
 function mergedConfig(phase: number, variables: Record<string, string> = SECRETS): Merged {
@@ -248,6 +260,33 @@ describe.each(PHASES)('phase %i: the merged configuration', (phase) => {
     );
     expect(published.length).toBeGreaterThan(0);
     for (const port of published) expect(port.hostIp, `${port.name} ${port.published}`).toBe('127.0.0.1');
+  });
+
+  it('Redis has an ACL user for the brokers, the default user off, and no host port unless asked', () => {
+    const redis = config.services.redis!;
+    expect(redis.ports ?? []).toEqual([]);
+    const command = JSON.stringify(redis.command);
+    expect(command).toContain('user default off');
+    expect(command).toMatch(
+      /user broker on >%s resetkeys resetchannels ~mesh:\* &mesh:\* \+@all -@admin -@dangerous/,
+    );
+    expect(command).toContain('docker-entrypoint.sh redis-server'); // the image drops to its redis user
+    expect(command).not.toContain(SECRETS.MESH_REDIS_PASSWORD);
+    expect(redis.environment?.MESH_REDIS_PASSWORD).toBe(SECRETS.MESH_REDIS_PASSWORD);
+    expect(JSON.stringify(redis.healthcheck?.test)).toContain('REDISCLI_AUTH=');
+    for (const name of brokersOf(config)) {
+      const url = new URL(config.services[name]!.environment!.REDIS_URL!);
+      expect([url.username, url.password, url.host], `${name} REDIS_URL`).toEqual([
+        'broker',
+        SECRETS.MESH_REDIS_PASSWORD,
+        'redis:6379',
+      ]);
+    }
+    // Asked for (deploy/compose/redis-host-port.yml): on the bind address only.
+    const withPort = parse(composeOk(phase, ['-f', join(PROJECT_DIR, 'redis-host-port.yml')])) as Merged;
+    expect(portsOf(withPort.services.redis!)).toEqual([
+      expect.objectContaining({ hostIp: '127.0.0.1', published: '16379', target: '6379' }),
+    ]);
   });
 
   it('no known default secret; every secret is the variable it was given', () => {
@@ -565,6 +604,7 @@ describe('environments/compose.json: the stack from the host', () => {
   const path = join(root, 'environments', 'compose.json');
   const variables = {
     MESH_COMPOSE_DATABASE_URL: `postgres://mesh_broker:${SECRETS.MESH_BROKER_DB_PASSWORD}@127.0.0.1:15432/meshbroker`,
+    MESH_COMPOSE_REDIS_URL: `redis://broker:${SECRETS.MESH_REDIS_PASSWORD}@127.0.0.1:16379`,
     ADMIN_TOKEN: SECRETS.ADMIN_TOKEN,
     UNLEASH_ADMIN_TOKEN: SECRETS.UNLEASH_ADMIN_TOKEN,
   };
@@ -600,7 +640,11 @@ describe('environments/compose.json: the stack from the host', () => {
     for (const node of environment.target.nodes)
       expect(new URL(node.url).host).toBe(published(node.id, '8080'));
     expect(new URL(file.flags.url).host).toBe(published('unleash', '4242'));
-    expect(new URL(file.push.redisUrl).host).toBe(published('redis', '6379'));
+    // Redis is published only with deploy/compose/redis-host-port.yml; the URL, with its password, is a variable.
+    expect(file.push.redisUrlEnv).toBe('MESH_COMPOSE_REDIS_URL');
+    const withPort = parse(composeOk(3, ['-f', join(PROJECT_DIR, 'redis-host-port.yml')])) as Merged;
+    const redisPort = portsOf(withPort.services.redis!).find((p) => p.target === '6379');
+    expect(new URL(environment.push!.redisUrl).host).toBe(`127.0.0.1:${redisPort!.published}`);
     expect(new URL(variables.MESH_COMPOSE_DATABASE_URL).host).toBe(published('postgres', '5432'));
     // The nodes' FLAGS_ENV is the environment's name (bootstrap file, refresh channel, records).
     expect(config.services['broker-1']!.environment!.FLAGS_ENV).toBe('compose');
