@@ -6,6 +6,7 @@
  * promoted server never saw M1, so its sequence hands M1's row id to M2: the peer that saw M1 must still
  * get M2 (its messageId's tag differs), and its ack of M1 must not ack M2.
  */
+
 import type { MeshClient } from '@mesh-broker/sdk';
 import { MeshRequestError } from '@mesh-broker/sdk';
 import pg from 'pg';
@@ -15,8 +16,8 @@ import { PostgresPrimary, PostgresReplica } from '../../cli/cluster/pg-replica.j
 import { freePort } from '../../cli/ports.js';
 import { LatencyProxy } from '../../cli/proxies/latency-proxy.js';
 import type { Message } from '../../protocol/frames.js';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
+import { type InProcessNode, startNode } from '../helpers/nodes.js';
 import { waitFor } from '../helpers/wait.js';
 
 const DATABASE = 'meshbroker';
@@ -24,7 +25,7 @@ const DATABASE = 'meshbroker';
 let primary: PostgresPrimary;
 let link: LatencyProxy;
 let replica: PostgresReplica;
-let node: TestNode | undefined;
+let node: InProcessNode | undefined;
 
 function databaseUrl(serverUrl: string): string {
   const url = new URL(serverUrl);
@@ -70,7 +71,11 @@ async function ack(client: MeshClient, messageId: string): Promise<string> {
 describe('message identity across a promotion', () => {
   it('a peer that saw M1, lost with the primary, gets M2 from the promoted replica under the same row id', async () => {
     const port = await freePort();
-    node = await startTestNode(databaseUrl(primary.url), { PORT: String(port) });
+    node = await startNode({
+      kind: 'in-process',
+      databaseUrl: databaseUrl(primary.url),
+      env: { PORT: String(port), MIGRATE_ON_START: '1' },
+    });
     const mesh = await createMesh(node, 2);
     const [alice, bob] = [mesh.members[0]!, mesh.members[1]!];
     const a = await connectPeer(node.wsUrl, mesh, alice);
@@ -93,7 +98,11 @@ describe('message identity across a promotion', () => {
     node = undefined;
     primary.destroy();
     await replica.promote();
-    node = await startTestNode(databaseUrl(replica.url), { PORT: String(port) });
+    node = await startNode({
+      kind: 'in-process',
+      databaseUrl: databaseUrl(replica.url),
+      env: { PORT: String(port), MIGRATE_ON_START: '1' },
+    });
     await waitFor(() => a.connected && b.connected, { timeoutMs: 15_000, what: 'both peers back' });
 
     const gotM2 = b.next('message', (m: Message) => m.body === 'M2');

@@ -5,6 +5,7 @@
  * SDK, which drops repeats by messageId, emits the new message, and an ack of the old one acks nothing.
  * The restore here is a real one: `pg_dump` before M1, `pg_restore --clean` after it, brokers stopped.
  */
+
 import { execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -14,15 +15,15 @@ import { type MeshClient, MeshRequestError } from '@mesh-broker/sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../cli/ports.js';
 import type { Message } from '../../protocol/frames.js';
-import { startTestNode, type TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
+import { type InProcessNode, startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
 
 const run = promisify(execFile);
 
 let db: TestDatabase;
-let node: TestNode | undefined;
+let node: InProcessNode | undefined;
 let port: number;
 let scratch: string;
 
@@ -30,7 +31,7 @@ beforeAll(async () => {
   db = await createTestDatabase('message_identity');
   scratch = await mkdtemp(join(tmpdir(), 'message-identity-'));
   port = await freePort();
-  node = await startTestNode(db.url, { PORT: String(port) });
+  node = await startNode({ kind: 'in-process', databaseUrl: db.url, env: { PORT: String(port) } });
 });
 afterEach(closeAllClients);
 afterAll(async () => {
@@ -83,7 +84,7 @@ describe('message identity across a restore', () => {
     await node!.stop();
     node = undefined;
     await run('pg_restore', ['--clean', '--if-exists', '--single-transaction', '-d', db.url, backup]);
-    node = await startTestNode(db.url, { PORT: String(port) });
+    node = await startNode({ kind: 'in-process', databaseUrl: db.url, env: { PORT: String(port) } });
     await waitFor(() => a.connected && b.connected, { timeoutMs: 15_000, what: 'both peers back' });
 
     const gotM2 = emitted(b, (m) => m.body === 'M2');
