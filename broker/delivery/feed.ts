@@ -9,11 +9,13 @@
  * socket (or was acked, or expired). It only ever writes the item right after the cursor, so a later message
  * of a sender can never pass an earlier one, whatever wake-ups were lost.
  *
- * A wake-up only tells the feed to look. It may carry the item it is about (a hint, from the accepting node
- * or the bus); the feed writes a hint only when it is exactly the next item (seq = cursor + 1), which is what
- * it would have read, and otherwise reads from Postgres. A lost wake-up therefore costs latency (until the
- * next wake-up of the member, or the periodic check), never order; the first read of a session is its
- * backlog replay.
+ * A wake-up only tells the feed to look. A wake-up of this node's own accept may carry the item it is about
+ * (a hint: the row this node just committed); the feed writes a hint only when it is exactly the next item
+ * (seq = cursor + 1), which is what it would have read, and otherwise reads from Postgres. A wake-up over
+ * the bus carries no item (`owed`): it makes the feed read, so nothing a publisher on the bus says can be
+ * written to the socket or move the cursor past a row Postgres has not shown this feed (docs/design.md §
+ * The bus envelope). A lost wake-up therefore costs latency (until the next wake-up of the member, or the
+ * periodic check), never order; the first read of a session is its backlog replay.
  */
 import type { DurableFrame } from '../../protocol/frames.js';
 import type { ConnectionFeed } from '../connections/connection.js';
@@ -39,11 +41,10 @@ export interface FeedSocket {
 }
 
 /**
- * Items written, by path: from a hint of this node's accept (`local`) or of a wake-up over the bus
- * (`remote`), without reading; or after a read (`backlog`: a session's first read, a gap after a lost
- * wake-up, the periodic check).
+ * Items written, by path: from a hint of this node's accept (`local`), without reading; or after a read
+ * (`backlog`: a session's first read, a wake-up over the bus, a gap after a lost wake-up, the periodic check).
  */
-export type FeedCounter = (path: 'local' | 'remote' | 'backlog', count: number) => void;
+export type FeedCounter = (path: 'local' | 'backlog', count: number) => void;
 
 /** Items one read fetches; a longer backlog is read page by page. */
 export const FEED_PAGE = 500;
@@ -57,7 +58,7 @@ export class SessionFeed implements ConnectionFeed {
   private started = false;
   private reading: Promise<void> | undefined;
   private again = false;
-  private readonly hints = new Map<number, { frame: DurableFrame; path: 'local' | 'remote' }>();
+  private readonly hints = new Map<number, DurableFrame>();
   private retry: NodeJS.Timeout | undefined;
 
   constructor(
@@ -78,18 +79,26 @@ export class SessionFeed implements ConnectionFeed {
     return this.reading ?? Promise.resolve();
   }
 
-  /** Something may be owed to this member. `hint`: the item the waker knows about, if any. */
-  wake(hint?: FeedItem, path: 'local' | 'remote' = 'local'): void {
+  /** Something may be owed to this member. `hint`: the item this node's own accept committed, if any. */
+  wake(hint?: FeedItem): void {
     if (hint) {
       if (hint.seq <= this.cursor) return;
       if (this.started && !this.reading && !this.socket.congested && hint.seq === this.cursor + 1) {
         this.write(hint);
-        this.counted(path, 1);
+        this.counted('local', 1);
         return;
       }
-      if (this.hints.size < MAX_HINTS) this.hints.set(hint.seq, { frame: hint.frame, path });
+      if (this.hints.size < MAX_HINTS) this.hints.set(hint.seq, hint.frame);
     }
     this.requestRead();
+  }
+
+  /**
+   * Another node says the member is owed `seq` (a wake-up over the bus): read, unless the feed has dealt
+   * with `seq` already. Nothing of it is written without Postgres showing it.
+   */
+  owed(seq: number): void {
+    if (seq > this.cursor) this.requestRead();
   }
 
   /** The periodic check: the member's last seq in Postgres is past what this feed has dealt with. */
@@ -152,8 +161,8 @@ export class SessionFeed implements ConnectionFeed {
     let next = this.hints.get(this.cursor + 1);
     while (next && !this.socket.congested) {
       this.hints.delete(this.cursor + 1);
-      this.write({ seq: this.cursor + 1, frame: next.frame });
-      this.counted(next.path, 1);
+      this.write({ seq: this.cursor + 1, frame: next });
+      this.counted('local', 1);
       next = this.hints.get(this.cursor + 1);
     }
     // A hint beyond a gap means an item in between was missed: read again.

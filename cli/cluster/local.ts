@@ -45,6 +45,11 @@ export interface ClusterFile {
   redisUrl: string;
   redisKeyPrefix: string;
   adminToken: string;
+  /**
+   * The cluster's BUS_SECRET, random per cluster (docs/design.md § The bus envelope): handed to each broker
+   * in its environment, never on a command line; kept here (a private file) so a restarted node gets it.
+   */
+  busSecret: string;
   flagsEnv: string;
   flagsDir: string;
   /** Broker settings the nodes started with beyond the cluster's own, so a restarted node gets them again. */
@@ -300,6 +305,7 @@ export async function up(options: UpOptions): Promise<ClusterFile> {
     redisUrl: options.redisUrl,
     redisKeyPrefix: `wb:${randomBytes(4).toString('hex')}:`,
     adminToken: randomBytes(24).toString('hex'),
+    busSecret: randomBytes(32).toString('hex'),
     flagsEnv,
     flagsDir: join(dir, 'flags'),
     brokerEnv,
@@ -349,6 +355,7 @@ export async function up(options: UpOptions): Promise<ClusterFile> {
       redisUrl: base.redisUrl,
       redisKeyPrefix: base.redisKeyPrefix,
       adminToken: base.adminToken,
+      busSecret: base.busSecret,
       flagsEnv,
       flagsDir: base.flagsDir,
       brokerEnv,
@@ -407,7 +414,14 @@ export function writeCluster(cwd: string, cluster: ClusterFile): void {
 /** What every broker of a cluster shares; a node adds its id and port. */
 export type BrokerBase = Pick<
   ClusterFile,
-  'databaseUrl' | 'redisUrl' | 'redisKeyPrefix' | 'adminToken' | 'flagsEnv' | 'flagsDir' | 'brokerEnv'
+  | 'databaseUrl'
+  | 'redisUrl'
+  | 'redisKeyPrefix'
+  | 'adminToken'
+  | 'busSecret'
+  | 'flagsEnv'
+  | 'flagsDir'
+  | 'brokerEnv'
 > & { cwd: string };
 
 /**
@@ -430,6 +444,7 @@ export function spawnBroker(
       REDIS_URL: base.redisUrl,
       REDIS_KEY_PREFIX: base.redisKeyPrefix,
       ADMIN_TOKEN: base.adminToken,
+      BUS_SECRET: base.busSecret,
       FLAGS_ENV: base.flagsEnv,
       FLAGS_DIR: base.flagsDir,
       STATE_DIR: stateDir(base.cwd),

@@ -17,6 +17,7 @@ import { loadConfig } from '../../broker/config.js';
 import type { Logger } from '../../broker/log.js';
 import { BrokerProcess, workbenchMain } from '../../cli/cluster/broker-process.js';
 import type { FlagKey } from '../../flags/registry.js';
+import { TEST_BUS_SECRET } from './bus-secret.js';
 import { freePort } from './ports.js';
 import { waitFor } from './wait.js';
 
@@ -113,6 +114,7 @@ async function startInProcess(options: NodeOptions<'in-process'>): Promise<InPro
     PORT: '0',
     NODE_ID: `test-${randomBytes(3).toString('hex')}`,
     ADMIN_TOKEN,
+    BUS_SECRET: TEST_BUS_SECRET,
     ...options.env,
   });
   const log =
@@ -153,6 +155,7 @@ async function startProcess(options: NodeOptions<'process'>): Promise<ProcessNod
       DATABASE_URL: options.databaseUrl,
       NODE_ID: nodeId,
       ADMIN_TOKEN,
+      BUS_SECRET: TEST_BUS_SECRET,
       REDIS_KEY_PREFIX: `wbtest:${nodeId}:`,
       LOG_LEVEL: 'info',
       ...options.env,
