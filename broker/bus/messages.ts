@@ -5,7 +5,14 @@
  */
 // The frames carried are the protocol's own types (the rows alias them: ClockTickFrame, PresenceFrame,
 // StreamDataFrame): the bus sits below the rows and names none of them.
-import type { ClockTick, PeerJoined, PeerLeft, PeerStatus, StreamData } from '../../protocol/frames.js';
+import type {
+  ClockTick,
+  DurableFrame,
+  PeerJoined,
+  PeerLeft,
+  PeerStatus,
+  StreamData,
+} from '../../protocol/frames.js';
 
 /** An MCP call on its way to the node holding the host's socket. */
 export interface McpInvoke {
@@ -20,10 +27,9 @@ export interface McpInvoke {
 export interface BusPayloads {
   /**
    * Node (a DM or group message: the nodes holding a recipient session) or mesh (a broadcast): wake the
-   * recipients' feeds, `[memberId, seq]` each. It carries no frame: a feed woken over the bus reads what it
-   * is owed from Postgres (docs/design.md § The bus envelope, the hint rule).
+   * recipients' feeds. The frame and seqs are a hint; a feed writes them only when next in line.
    */
-  'delivery.wake': { seqs: Array<[number, number]>; publishedAt: number };
+  'delivery.wake': { frame: DurableFrame; seqs: Array<[number, number]>; publishedAt: number };
   /** Mesh: a presence event for the receiving node's sockets of the mesh. */
   'presence.event': PeerJoined | PeerLeft | PeerStatus;
   /** Node: close the receiving node's socket of a session that connected again elsewhere. */

@@ -40,7 +40,13 @@ const peerStatus = z.strictObject({
 
 const SCHEMAS: { [K in BusKind]: z.ZodType<BusPayloads[K]> } = {
   'delivery.wake': z.strictObject({
-    // [memberId, seq]: at most one per recipient of one message; the wake only makes their feeds read.
+    // A hint: a feed writes it only once its own read from Postgres shows the row (delivery/feed.ts).
+    frame: z.looseObject({
+      type: z.enum(['message', 'watch.triggered']),
+      messageId: z.string().regex(/^[1-9]\d{0,15}$/),
+      sentAt: z.string().max(64),
+    }),
+    // [memberId, seq] per recipient of one message.
     seqs: z.array(z.tuple([id, id])).max(100_000),
     publishedAt: count,
   }),

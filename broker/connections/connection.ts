@@ -38,10 +38,8 @@ let nextConnectionId = 1;
  */
 export interface ConnectionFeed {
   start(): Promise<void>;
-  /** Something may be owed; `hint` is the item this node's own accept committed, if any. */
-  wake(hint?: { seq: number; frame: DurableFrame }): void;
-  /** Another node says the member is owed `seq`: the feed reads unless it dealt with `seq` already. */
-  owed(seq: number): void;
+  /** Something may be owed; `hint` is the item the waker knows about, if any. */
+  wake(hint?: { seq: number; frame: DurableFrame }, path?: 'local' | 'remote'): void;
   /** The member's last seq in Postgres is past what this feed has dealt with. */
   behind(lastSeq: number): boolean;
   close(): void;

@@ -17,6 +17,6 @@ export class LocalDelivery implements Delivery {
   async close(): Promise<void> {}
 
   dispatch(_meshId: string, accepted: AcceptedMessage): void {
-    wakeSessions(this.connections, accepted);
+    wakeSessions(this.connections, accepted, 'local');
   }
 }

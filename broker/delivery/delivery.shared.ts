@@ -60,8 +60,8 @@ export class SharedDelivery implements Delivery {
 
   dispatch(meshId: string, accepted: AcceptedMessage): void {
     const { bus, connections, nodeId, published } = this.options;
-    wakeSessions(connections, accepted);
-    const wake = { seqs: accepted.seqs, publishedAt: Date.now() };
+    wakeSessions(connections, accepted, 'local');
+    const wake = { frame: accepted.frame, seqs: accepted.seqs, publishedAt: Date.now() };
     if (accepted.nodes === undefined) {
       published('mesh');
       void bus.publishToMesh(meshId, 'delivery.wake', wake);

@@ -20,33 +20,22 @@ export interface Delivery extends Lifecycle {
   dispatch(meshId: string, accepted: AcceptedMessage): void;
 }
 
+/** Where a wake-up came from (the `path` label of mesh_broker_deliveries_total). */
+export type WakePath = 'local' | 'remote';
+
 /**
- * Wakes this node's sessions of the recipients, each with the message this node accepted as a hint (written
- * at once when it is the next item of that session's feed). Returns how many sessions were woken.
+ * Wakes this node's sessions of the recipients, each with the message as a hint (written at once when it
+ * is the next item of that session's feed). Returns how many sessions were woken.
  */
 export function wakeSessions(
   connections: ConnectionRegistry,
   accepted: Pick<AcceptedMessage, 'frame' | 'seqs'>,
+  path: WakePath,
 ): number {
   let count = 0;
   for (const [memberId, seq] of accepted.seqs) {
     for (const connection of connections.ofMember(memberId)) {
-      connection.feed?.wake({ seq, frame: accepted.frame });
-      count++;
-    }
-  }
-  return count;
-}
-
-/**
- * A wake-up over the bus: this node's sessions of the recipients read what they are owed from Postgres
- * (nothing of the wake-up is written). Returns how many sessions were woken.
- */
-export function wakeSessionsToRead(connections: ConnectionRegistry, seqs: Array<[number, number]>): number {
-  let count = 0;
-  for (const [memberId, seq] of seqs) {
-    for (const connection of connections.ofMember(memberId)) {
-      connection.feed?.owed(seq);
+      connection.feed?.wake({ seq, frame: accepted.frame }, path);
       count++;
     }
   }

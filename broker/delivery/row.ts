@@ -8,7 +8,7 @@ import { auditRow } from '../audit/row.js';
 import { secondsSince } from '../bus/latency.js';
 import { rateLimitsRow } from '../rate-limits/row.js';
 import { defineRow, type RowParts } from '../rows/row.js';
-import { type Delivery, wakeSessionsToRead } from './delivery.js';
+import { type Delivery, wakeSessions } from './delivery.js';
 import { LocalDelivery } from './delivery.local.js';
 import { SharedDelivery } from './delivery.shared.js';
 import { registerMessaging } from './messaging.js';
@@ -48,13 +48,12 @@ export const deliveryRow = defineRow({
         published: (channel) => metrics.busWakeups.inc({ channel }),
         log,
       }),
-      // What a shared node publishes wakes this node's sessions in either mode (a flip loses nothing); they
-      // read from Postgres, so a wake-up cannot put anything on a socket by itself.
+      // What a shared node publishes wakes this node's sessions in either mode (a flip loses nothing).
       relays: [
         {
           kind: 'delivery.wake',
           handle: (_scope, wake) => {
-            if (wakeSessionsToRead(connections, wake.seqs) > 0)
+            if (wakeSessions(connections, wake, 'remote') > 0)
               metrics.fanoutLatency.observe({ kind: 'message' }, secondsSince(wake.publishedAt));
           },
         },

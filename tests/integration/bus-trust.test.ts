@@ -270,23 +270,21 @@ describe('what every node drops and counts (mesh_broker_bus_rejected_total{reaso
     expect(await realDms(alice, bob, mesh, 'signed-3', 2)).toEqual(['signed-3-0', 'signed-3-1']);
   });
 
-  it('a signed delivery.wake only makes the feed read: made-up seqs write nothing and lose no DM', async () => {
+  it('a signed delivery.wake whose rows Postgres does not show writes nothing (the hint rule) and loses no DM', async () => {
     const { mesh, alice, bob } = await twoPeers();
     const node = nodeChannel('trust-b');
-    for (let memberId = 1; memberId <= 40; memberId++)
-      await forger.publish(
-        node,
-        sealed(TEST_BUS_SECRET, node, 'delivery.wake', {
-          seqs: [
-            [memberId, 1],
-            [memberId, 2],
-          ],
+    // Even under the right key, a hint is written only once the feed's own read shows its row.
+    for (const seq of [1, 2])
+      for (let memberId = 1; memberId <= 40; memberId++) {
+        const wake = {
+          frame: forgedMessage(mesh, `9${seq}`),
+          seqs: [[memberId, seq]],
           publishedAt: Date.now(),
-        }),
-      );
-    // The old payload, with a frame to write: refused whole.
-    const withFrame = { frame: forgedMessage(mesh, '91'), seqs: [[1, 1]], publishedAt: Date.now() };
-    await publishRejected(node, sealed(TEST_BUS_SECRET, node, 'delivery.wake', withFrame), b, 'bad_payload');
+        };
+        await forger.publish(node, sealed(TEST_BUS_SECRET, node, 'delivery.wake', wake));
+      }
+    const notAFrame = { frame: { type: 'peer.joined' }, seqs: [[1, 1]], publishedAt: Date.now() };
+    await publishRejected(node, sealed(TEST_BUS_SECRET, node, 'delivery.wake', notAFrame), b, 'bad_payload');
     await nothingReaches(bob, 200);
     expect(await realDms(alice, bob, mesh, 'signed-4', 3)).toEqual([
       'signed-4-0',
