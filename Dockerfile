@@ -3,7 +3,7 @@
 # dist/ and the files a node reads at run time, and runs as the unprivileged `node` user of the base image.
 #
 #   docker build -t mesh-broker:latest .
-#   docker run -p 127.0.0.1:8080:8080 -e DATABASE_URL=… -e REDIS_URL=… -e ADMIN_TOKEN=… mesh-broker:latest
+#   docker run -p 127.0.0.1:8080:8080 -e DATABASE_URL=… -e REDIS_URL=… -e ADMIN_TOKEN=… -e BUS_SECRET=… mesh-broker:latest
 #
 # The base is the official Node LTS image. Where no registry is reachable, scripts/containers/base-image.sh
 # makes an image of that name locally, so this file is the same either way.

@@ -1,5 +1,6 @@
 import { defaultServerConditions } from 'vite';
 import { configDefaults, defineConfig } from 'vitest/config';
+import { TEST_BUS_SECRET } from './tests/helpers/bus-secret.js';
 import { SLOW_TEST_FILES } from './tests/slow-files.js';
 
 /**
@@ -30,6 +31,9 @@ export default defineConfig({
     // nodes' timers (leases, heartbeats, grace periods), not on the CPU.
     maxWorkers: 3,
     testTimeout: 30_000,
+    // Every process a test spawns (a `workbench broker`, `workbench up`'s brokers get their own) inherits
+    // the cluster's bus secret, as a node's environment gives it in production.
+    env: { BUS_SECRET: TEST_BUS_SECRET },
     hookTimeout: 60_000,
     reporters: ['default'],
     projects: [

@@ -51,6 +51,15 @@ export interface BrokerConfig {
   databaseReadUrl: string;
   redisRemoteUrls: string[];
   redisCountersUrl: string;
+  /**
+   * The cluster's bus secret (BUS_SECRET, at least 32 characters): every bus envelope is sealed with it and
+   * one a node cannot open with it (or with `busSecretPrevious`) is dropped (docs/design.md § The bus
+   * envelope). Required on every node: each one opens Redis and listens on the bus, and any `ha.*` row that
+   * uses it can be switched on at run time.
+   */
+  busSecret: string;
+  /** During a rotation only: the secret being retired, still accepted on receipt, never used to seal. */
+  busSecretPrevious: string | undefined;
   host: string;
   port: number;
   nodeId: string;
@@ -286,6 +295,30 @@ function redisSecurity(env: Env) {
   return { redisTlsCa, redisClusterAuth: { username, password, tls } };
 }
 
+/** Shortest BUS_SECRET accepted: 32 characters (e.g. `openssl rand -hex 32` gives 64). */
+export const BUS_SECRET_MIN_LENGTH = 32;
+
+/** BUS_SECRET and BUS_SECRET_PREVIOUS; the messages never show a value. */
+function busSecrets(env: Env) {
+  const busSecret = str(env, 'BUS_SECRET', '');
+  if (busSecret === '')
+    throw new ConfigError(
+      'BUS_SECRET',
+      'is required: the secret the cluster signs its bus messages with, the same on every node (at least 32 characters, e.g. `openssl rand -hex 32`)',
+    );
+  if (busSecret.length < BUS_SECRET_MIN_LENGTH)
+    throw new ConfigError('BUS_SECRET', `must be at least ${BUS_SECRET_MIN_LENGTH} characters long`);
+  const busSecretPrevious = env.BUS_SECRET_PREVIOUS || undefined;
+  if (busSecretPrevious !== undefined && busSecretPrevious.length < BUS_SECRET_MIN_LENGTH)
+    throw new ConfigError('BUS_SECRET_PREVIOUS', `must be at least ${BUS_SECRET_MIN_LENGTH} characters long`);
+  if (busSecretPrevious === busSecret)
+    throw new ConfigError(
+      'BUS_SECRET_PREVIOUS',
+      'is the same as BUS_SECRET (set it to the secret being retired)',
+    );
+  return { busSecret, busSecretPrevious };
+}
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 /** Where the node listens and who may administer it, checked in this order. */
@@ -342,6 +375,7 @@ export function loadConfig(given: Env = process.env): BrokerConfig {
   const redisRemoteUrls = remoteRedisUrls(env, redisUrl);
   checkRegionCombinations(env, region, redisRemoteUrls);
   return {
+    ...busSecrets(env),
     databaseUrl,
     region,
     primaryRegion: regionName(env, 'PRIMARY_REGION'),

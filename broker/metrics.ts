@@ -1,4 +1,5 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { REJECT_REASONS } from './bus/bus.js';
 
 /**
  * The node's Prometheus metrics. Every series carries `node` (a default label), so a cluster's metrics
@@ -58,7 +59,7 @@ export class BrokerMetrics {
 
   readonly deliveries = new Counter({
     name: 'mesh_broker_deliveries_total',
-    help: 'Durable frames written to sessions by their feeds, by path (local: a hint of this node, remote: a hint over the bus, backlog: a read from Postgres)',
+    help: 'Durable frames written to sessions by their feeds, by path (local: a hint of this node, remote: a hint over the bus once a read showed its row, backlog: a read from Postgres)',
     labelNames: ['path'],
     registers: [this.registry],
   });
@@ -222,6 +223,13 @@ export class BrokerMetrics {
     registers: [this.registry],
   });
 
+  readonly busRejected = new Counter({
+    name: 'mesh_broker_bus_rejected_total',
+    help: 'Bus envelopes dropped on receipt, by reason (unsigned, bad_mac, unknown_version, stale, kind_not_allowed, bad_payload, bad_json): nothing of them reached a socket; anything but 0 means a publisher without BUS_SECRET, or a node with another one',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
+
   readonly busRemotePublishFailures = new Counter({
     name: 'mesh_broker_bus_remote_publish_failures_total',
     help: "Bus messages not published to another region's Redis (REDIS_REMOTE_URLS: unreachable, too slow, or too many in flight); the local publish is not held by them",
@@ -312,6 +320,7 @@ export class BrokerMetrics {
     for (const kind of ['dm', 'broadcast']) this.backlogRefused.inc({ kind }, 0);
     for (const what of ['messages', 'expired']) this.retentionDeleted.inc({ what }, 0);
     for (const channel of ['node', 'mesh']) this.busWakeups.inc({ channel }, 0);
+    for (const reason of REJECT_REASONS) this.busRejected.inc({ reason }, 0);
     for (const to of ['holder', 'standby']) this.activeLeaseTransitions.inc({ to }, 0);
     for (const pool of ['primary', 'replica']) this.regionReads.inc({ pool }, 0);
   }

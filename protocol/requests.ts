@@ -61,7 +61,7 @@ export const peersListFrame = z.object({
 
 // Streams
 
-const streamName = z
+export const streamName = z
   .string()
   .regex(/^[A-Za-z0-9_.:/-]{1,128}$/, 'must be 1-128 letters, digits or _ . : / -');
 

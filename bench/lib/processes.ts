@@ -20,6 +20,8 @@ import { defaultFlagValues, type FlagKey } from '../../flags/registry.js';
 
 export const WORKBENCH = join(packageRoot(), 'dist', 'cli', 'main.js');
 export const BENCH_ADMIN_TOKEN = `bench-${randomBytes(12).toString('hex')}`;
+/** The bench cluster's BUS_SECRET: random per run, in each broker's environment. */
+const BENCH_BUS_SECRET = randomBytes(32).toString('hex');
 const SERVER = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 const children = new Set<ChildProcess>();
@@ -164,6 +166,7 @@ export async function startBroker(id: string, env: Record<string, string>): Prom
   const child = startChild(process.execPath, [WORKBENCH, 'broker'], {
     ...UNLIMITED,
     ADMIN_TOKEN: BENCH_ADMIN_TOKEN,
+    BUS_SECRET: BENCH_BUS_SECRET,
     HOST: '127.0.0.1',
     PORT: String(port),
     NODE_ID: id,

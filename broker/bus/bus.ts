@@ -14,20 +14,37 @@
  */
 import type { Logger } from '../log.js';
 import type { PubSub } from '../redis/pubsub.js';
+import { type BusKeys, type OpenFailure, open, seal } from './envelope.js';
 import type { BusHandler, BusKind, BusMessage, BusPayloads, BusRelay } from './messages.js';
+import { type ChannelType, checkPayload } from './payload-schemas.js';
 
 /** Detaches what was attached. */
 export type Unsubscribe = () => void;
 
-type Envelope = BusMessage & { from: string };
+/** Why a received envelope was dropped (the `reason` of mesh_broker_bus_rejected_total). */
+export type RejectReason = OpenFailure | 'kind_not_allowed' | 'bad_payload';
+
+export const REJECT_REASONS: readonly RejectReason[] = [
+  'bad_json',
+  'unsigned',
+  'unknown_version',
+  'bad_mac',
+  'stale',
+  'kind_not_allowed',
+  'bad_payload',
+];
 
 export interface BusOptions {
   /** Publishing over the node's main client (no offline queue), listening on a dedicated connection. */
   pubsub: PubSub;
   prefix: string;
   nodeId: string;
+  /** BUS_SECRET (and BUS_SECRET_PREVIOUS during a rotation): every envelope is sealed and opened with them. */
+  keys: BusKeys;
   log: Logger;
   onPublishFailure: () => void;
+  /** An envelope dropped on receipt: nothing of it reached a handler. */
+  onRejected: (reason: RejectReason) => void;
 }
 
 export class Bus {
@@ -118,10 +135,10 @@ export class Bus {
   }
 
   private async publish(channel: string, message: BusMessage): Promise<boolean> {
-    const envelope: Envelope = { from: this.options.nodeId, ...message };
     const { kind } = message;
+    const text = seal(this.options.keys, channel, { from: this.options.nodeId, ...message });
     try {
-      await this.options.pubsub.publish(channel, JSON.stringify(envelope));
+      await this.options.pubsub.publish(channel, text);
       return true;
     } catch (error) {
       this.options.onPublishFailure();
@@ -130,21 +147,46 @@ export class Bus {
     }
   }
 
+  /** `mesh` or `node` for one of this cluster's bus channels, undefined for any other channel. */
+  private channelType(channel: string): ChannelType | undefined {
+    const start = `${this.options.prefix}bus:`;
+    if (!channel.startsWith(start)) return undefined;
+    const type = channel.slice(start.length, channel.indexOf(':', start.length));
+    return type === 'mesh' || type === 'node' ? type : undefined;
+  }
+
+  /**
+   * Only a verified envelope of a kind its channel type carries, with a payload of its kind's shape, reaches
+   * a handler: anything else is dropped and counted, whoever published it.
+   */
   private receive(channel: string, text: string): void {
-    let envelope: Envelope;
-    try {
-      envelope = JSON.parse(text) as Envelope;
-    } catch {
+    const type = this.channelType(channel);
+    if (type === undefined) return; // another listener's channel (the flag refresh push)
+    const opened = open(this.options.keys, channel, text);
+    if (!opened.ok) {
+      this.reject(opened.reason, channel);
       return;
     }
+    const { envelope } = opened;
     if (envelope.from === this.options.nodeId) return;
+    const checked = checkPayload(type, envelope.kind, envelope.payload);
+    if (!checked.ok) {
+      this.reject(checked.reason, channel, envelope.kind);
+      return;
+    }
     const scope = channel.slice(channel.lastIndexOf(':') + 1);
-    for (const handler of this.handlers.get(envelope.kind) ?? []) {
+    for (const handler of this.handlers.get(checked.kind) ?? []) {
       try {
-        (handler as BusHandler<typeof envelope.kind>)(scope, envelope.payload as never);
+        (handler as BusHandler<BusKind>)(scope, checked.payload as never);
       } catch (error) {
-        this.options.log.error({ err: error, kind: envelope.kind }, 'bus handler failed');
+        this.options.log.error({ err: error, kind: checked.kind }, 'bus handler failed');
       }
     }
+  }
+
+  private reject(reason: RejectReason, channel: string, kind?: string): void {
+    this.options.onRejected(reason);
+    // Debug only: a flood of forgeries must not become a flood of log lines (the counter shows it).
+    this.options.log.debug({ reason, channel, kind: kind?.slice(0, 64) }, 'bus envelope rejected');
   }
 }

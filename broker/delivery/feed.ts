@@ -9,11 +9,15 @@
  * socket (or was acked, or expired). It only ever writes the item right after the cursor, so a later message
  * of a sender can never pass an earlier one, whatever wake-ups were lost.
  *
- * A wake-up only tells the feed to look. It may carry the item it is about (a hint, from the accepting node
- * or the bus); the feed writes a hint only when it is exactly the next item (seq = cursor + 1), which is what
- * it would have read, and otherwise reads from Postgres. A lost wake-up therefore costs latency (until the
- * next wake-up of the member, or the periodic check), never order; the first read of a session is its
- * backlog replay.
+ * A wake-up only tells the feed to look. It may carry the item it is about (a hint). A hint of this node's
+ * own accept (`local`: the row this node just committed) is written at once when it is exactly the next item
+ * (seq = cursor + 1), which is what the feed would have read. A hint over the bus (`remote`, from a verified
+ * envelope only: bus/envelope.ts) is never written on its word: it makes the feed read, and is written only
+ * once that read shows the member's rows reach its seq (an item another session of the member acked
+ * meanwhile is still this session's to get); one the read does not show is dropped. So no hint moves the
+ * cursor past a row Postgres has not shown this feed (docs/design.md § The bus envelope, the hint rule).
+ * A lost wake-up costs latency (until the next wake-up of the member, or the periodic check), never order;
+ * the first read of a session is its backlog replay.
  *
  * History can rewind under a running feed: a restore, or a failover to a replica that had not received the
  * last commits, behind an address the node keeps using (docs/protocol.md § Message identity). The member's
@@ -49,11 +53,21 @@ export interface FeedSocket {
 }
 
 /**
- * Items written, by path: from a hint of this node's accept (`local`) or of a wake-up over the bus
- * (`remote`), without reading; or after a read (`backlog`: a session's first read, a gap after a lost
- * wake-up, the periodic check).
+ * Items written, by path: from a hint of this node's accept (`local`), without reading; from a hint over the
+ * bus (`remote`) once a read showed its row; or from a read (`backlog`: a session's first read, a gap after
+ * a lost wake-up, the periodic check).
  */
-export type FeedCounter = (path: 'local' | 'remote' | 'backlog', count: number) => void;
+export type FeedCounter = (path: HintPath | 'backlog', count: number) => void;
+
+export type HintPath = 'local' | 'remote';
+type FeedPath = HintPath | 'backlog';
+
+interface Hint {
+  frame: DurableFrame;
+  path: HintPath;
+  /** Reads started before it arrived: a remote hint a read started after it does not show is dropped. */
+  readsBefore: number;
+}
 
 /** Items one read fetches; a longer backlog is read page by page. */
 export const FEED_PAGE = 500;
@@ -69,7 +83,8 @@ export class SessionFeed implements ConnectionFeed {
   private started = false;
   private reading: Promise<void> | undefined;
   private again = false;
-  private readonly hints = new Map<number, { frame: DurableFrame; path: 'local' | 'remote' }>();
+  private readonly hints = new Map<number, Hint>();
+  private reads = 0;
   /** Counts rewinds: a read that began before one is of the old history and is read again. */
   private rewinds = 0;
   /** The messageId written at each of the last WRITTEN_KEPT seqs. */
@@ -95,7 +110,7 @@ export class SessionFeed implements ConnectionFeed {
   }
 
   /** Something may be owed to this member. `hint`: the item the waker knows about, if any. */
-  wake(hint?: FeedItem, path: 'local' | 'remote' = 'local'): void {
+  wake(hint?: FeedItem, path: HintPath = 'local'): void {
     if (hint) {
       if (hint.seq <= this.cursor) {
         // Already dealt with, unless it is another message at that seq: the history rewound (see above).
@@ -105,12 +120,14 @@ export class SessionFeed implements ConnectionFeed {
         this.requestRead();
         return;
       }
-      if (this.started && !this.reading && !this.socket.congested && hint.seq === this.cursor + 1) {
+      const next = hint.seq === this.cursor + 1;
+      if (path === 'local' && next && this.started && !this.reading && !this.socket.congested) {
         this.write(hint);
-        this.counted(path, 1);
+        this.counted('local', 1);
         return;
       }
-      if (this.hints.size < MAX_HINTS) this.hints.set(hint.seq, { frame: hint.frame, path });
+      if (this.hints.size < MAX_HINTS)
+        this.hints.set(hint.seq, { frame: hint.frame, path, readsBefore: this.reads });
     }
     this.requestRead();
   }
@@ -146,6 +163,7 @@ export class SessionFeed implements ConnectionFeed {
         // OUTBOUND_HIGH_WATER for it, not its backlog; the rest stays in Postgres.
         await this.socket.whenDrained();
         if (!this.socket.isOpen) return;
+        const readNo = ++this.reads;
         const from = this.cursor;
         const rewinds = this.rewinds;
         const page = await this.source.read(this.memberId, from, FEED_PAGE);
@@ -159,22 +177,24 @@ export class SessionFeed implements ConnectionFeed {
           this.again = true;
           continue;
         }
-        let written = 0;
+        const complete = page.items.length < FEED_PAGE;
+        // The member's rows this read has shown: all up to its last seq, or up to the page's end.
+        const shownUpTo = complete ? page.lastSeq : (page.items.at(-1)?.seq ?? this.cursor);
         let cutShort = false;
-        for (const item of page.items) {
+        for (const item of this.withShownHints(page.items, shownUpTo)) {
           if (item.seq <= this.cursor) continue;
           if (this.socket.congested) {
             cutShort = true; // the rest of the page is read again once the peer caught up
             break;
           }
+          this.hints.delete(item.seq);
           this.write(item);
-          written++;
+          this.counted(item.path, 1);
         }
-        if (written > 0) this.counted('backlog', written);
         // A complete page, all written: nothing unacked at or below the member's last seq is left unwritten.
-        if (cutShort || page.items.length === FEED_PAGE) this.again = true;
+        if (cutShort || !complete) this.again = true;
         else this.cursor = Math.max(this.cursor, page.lastSeq);
-        this.writeContiguousHints();
+        this.settleHints(readNo, shownUpTo);
       } while (this.again && this.socket.isOpen);
     } catch (error) {
       this.log.warn({ err: error, memberId: this.memberId }, 'feed read failed; trying again');
@@ -196,16 +216,37 @@ export class SessionFeed implements ConnectionFeed {
     this.written.clear();
   }
 
-  private writeContiguousHints(): void {
-    for (const seq of [...this.hints.keys()]) if (seq <= this.cursor) this.hints.delete(seq);
+  /**
+   * The page's items with the hints of rows it shows but no longer holds (acked by another session of the
+   * member meanwhile), in seq order; an item of the page always wins over a hint of the same seq.
+   */
+  private withShownHints(items: FeedItem[], shownUpTo: number): Array<FeedItem & { path: FeedPath }> {
+    const merged: Array<FeedItem & { path: FeedPath }> = items.map((item) => ({ ...item, path: 'backlog' }));
+    const inPage = new Set(items.map((item) => item.seq));
+    for (const [seq, hint] of this.hints)
+      if (seq > this.cursor && seq <= shownUpTo && !inPage.has(seq))
+        merged.push({ seq, frame: hint.frame, path: hint.path });
+    return merged.sort((x, y) => x.seq - y.seq);
+  }
+
+  /**
+   * After read `readNo`: hints it covered go; a remote hint it does not show although it arrived before the
+   * read started names no row of this member (dropped: never written, no read again for it); local hints
+   * right after the cursor are written.
+   */
+  private settleHints(readNo: number, shownUpTo: number): void {
+    for (const [seq, hint] of this.hints) {
+      const unshown = hint.path === 'remote' && seq > shownUpTo && hint.readsBefore < readNo;
+      if (seq <= this.cursor || unshown) this.hints.delete(seq);
+    }
     let next = this.hints.get(this.cursor + 1);
-    while (next && !this.socket.congested) {
+    while (next?.path === 'local' && !this.socket.congested) {
       this.hints.delete(this.cursor + 1);
       this.write({ seq: this.cursor + 1, frame: next.frame });
-      this.counted(next.path, 1);
+      this.counted('local', 1);
       next = this.hints.get(this.cursor + 1);
     }
-    // A hint beyond a gap means an item in between was missed: read again.
+    // A hint beyond a gap, or one over the bus that came during the read: read again (once for the latter).
     if (this.hints.size > 0) this.again = true;
   }
 

@@ -117,6 +117,18 @@ export class Directory {
     return result.rows[0];
   }
 
+  /**
+   * Whether member `memberId` of mesh `meshId` is revoked, as Postgres says: what a node checks before it
+   * acts on a `member.revoked` heard over the bus (a hint, never the authority to close a socket).
+   */
+  async isRevoked(meshId: string, memberId: number): Promise<boolean> {
+    const result = await this.pool.query<{ revoked: boolean }>(
+      'SELECT revoked_at IS NOT NULL AS revoked FROM members WHERE id = $1 AND mesh_id = $2',
+      [memberId, meshId],
+    );
+    return result.rows[0]?.revoked === true;
+  }
+
   /** Remembers the groups a member declared in its latest hello, so `@group` resolves while it is offline. */
   async setGroups(memberId: number, groups: string[]): Promise<void> {
     await this.pool.query('UPDATE members SET groups = $2 WHERE id = $1 AND groups IS DISTINCT FROM $2', [

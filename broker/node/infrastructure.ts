@@ -103,8 +103,10 @@ export async function openInfrastructure(
     pubsub,
     prefix: config.redisKeyPrefix,
     nodeId: config.nodeId,
+    keys: { current: config.busSecret, previous: config.busSecretPrevious },
     log,
     onPublishFailure: () => metrics.busPublishFailures.inc(),
+    onRejected: (reason) => metrics.busRejected.inc({ reason }),
   });
   let closing: Promise<void> | undefined;
   const close = () => {

@@ -105,8 +105,19 @@ export function createSessions(options: SessionsOptions): Sessions {
     // Sessions of the member in their grace period have no socket to close: they end too.
     await rows.presence.leaveMember(memberId);
   };
-  bus.on('member.revoked', (_meshId, { memberId }) => {
-    endMemberSessions(memberId).catch((error) => log.warn({ err: error }, 'ending revoked sessions failed'));
+  // Over the bus a revocation is a hint: its sessions end only once Postgres shows the member of that mesh
+  // revoked (the admin API wrote it before publishing), so a forged or misdirected one closes nothing.
+  bus.on('member.revoked', (meshId, { memberId }) => {
+    void (async () => {
+      if (!(await options.directory.isRevoked(meshId, memberId))) {
+        log.warn(
+          { meshId, memberId },
+          'member.revoked over the bus for a member Postgres does not show revoked: ignored',
+        );
+        return;
+      }
+      await endMemberSessions(memberId);
+    })().catch((error) => log.warn({ err: error }, 'ending revoked sessions failed'));
   });
 
   return { gateway, sessionEnded, endMemberSessions };

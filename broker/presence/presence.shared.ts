@@ -75,9 +75,11 @@ export class SharedPresence implements Presence {
         [this.options.nodeId],
       );
     }
-    this.detachKick ??= this.options.bus.on('presence.kick', (_node, payload) =>
-      this.options.kickLocal(payload.sessionId),
-    );
+    this.detachKick ??= this.options.bus.on('presence.kick', (_node, payload) => {
+      this.kickIfHeldElsewhere(payload.sessionId).catch((error) =>
+        this.options.log.warn({ err: error }, 'checking a kick failed; the socket stays'),
+      );
+    });
     this.reaper.start();
   }
 
@@ -89,6 +91,26 @@ export class SharedPresence implements Presence {
     this.detachKick = undefined;
     for (const timer of this.graceTimers.values()) clearTimeout(timer);
     this.graceTimers.clear();
+  }
+
+  /**
+   * A kick over the bus is a hint: the socket closes only once Postgres shows the session's presence held by
+   * another node (the kicking node took the row over before it published), so a forged kick closes nothing.
+   */
+  private async kickIfHeldElsewhere(sessionId: string): Promise<void> {
+    const result = await this.options.pool.query<{ nodeId: string }>(
+      'SELECT node_id AS "nodeId" FROM presence WHERE session_id = $1',
+      [sessionId],
+    );
+    const holder = result.rows[0]?.nodeId;
+    if (holder === undefined || holder === this.options.nodeId) {
+      this.options.log.warn(
+        { sessionId, holder },
+        'presence.kick over the bus for a session this node still holds: ignored',
+      );
+      return;
+    }
+    this.options.kickLocal(sessionId);
   }
 
   claimNonce(nonce: string): Promise<boolean> {

@@ -52,6 +52,11 @@ export interface ClusterFile {
   redisUrl: string;
   redisKeyPrefix: string;
   adminToken: string;
+  /**
+   * The cluster's BUS_SECRET, random per cluster (docs/design.md § The bus envelope): handed to each broker
+   * in its environment, never on a command line; kept here (a private file) so a restarted node gets it.
+   */
+  busSecret: string;
   flagsEnv: string;
   flagsDir: string;
   /** Broker settings the nodes started with beyond the cluster's own, so a restarted node gets them again. */
@@ -315,6 +320,7 @@ export async function up(options: UpOptions): Promise<ClusterFile> {
     redisUrl: options.redisUrl,
     redisKeyPrefix: `wb:${randomBytes(4).toString('hex')}:`,
     adminToken: randomBytes(24).toString('hex'),
+    busSecret: randomBytes(32).toString('hex'),
     flagsEnv,
     flagsDir: join(dir, 'flags'),
     brokerEnv,
@@ -365,6 +371,7 @@ export async function up(options: UpOptions): Promise<ClusterFile> {
       redisUrl: base.redisUrl,
       redisKeyPrefix: base.redisKeyPrefix,
       adminToken: base.adminToken,
+      busSecret: base.busSecret,
       flagsEnv,
       flagsDir: base.flagsDir,
       brokerEnv,
@@ -428,6 +435,7 @@ export type BrokerBase = Pick<
   | 'redisUrl'
   | 'redisKeyPrefix'
   | 'adminToken'
+  | 'busSecret'
   | 'flagsEnv'
   | 'flagsDir'
   | 'brokerEnv'
@@ -453,6 +461,7 @@ export function spawnBroker(
       REDIS_URL: base.redisUrl,
       REDIS_KEY_PREFIX: base.redisKeyPrefix,
       ADMIN_TOKEN: base.adminToken,
+      BUS_SECRET: base.busSecret,
       FLAGS_ENV: base.flagsEnv,
       FLAGS_DIR: base.flagsDir,
       STATE_DIR: stateDir(base.cwd),

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ClusterFile, ensurePrivateStateDir, writeCluster } from '../../cli/cluster/local.js';
 import { ADMIN_TOKEN } from '../helpers/broker.js';
+import { TEST_BUS_SECRET } from '../helpers/bus-secret.js';
 import { runWorkbench } from '../helpers/cli.js';
 import { TestCluster } from '../helpers/cluster.js';
 import { inOperatorDir } from '../helpers/environments.js';
@@ -47,6 +48,7 @@ function localClusterFile(adminToken: string): ClusterFile {
     redisUrl: 'redis://127.0.0.1:6379',
     redisKeyPrefix: 'wbtest:load-cluster:',
     adminToken,
+    busSecret: TEST_BUS_SECRET,
     flagsEnv: 'phase2',
     flagsDir: '/nonexistent',
     brokerEnv: {},

@@ -138,6 +138,7 @@ beforeAll(async () => {
     `REDIS_URL=redis://${gateway}:${redisRelay.port}`,
     `REDIS_KEY_PREFIX=${REDIS_PREFIX}`,
     `ADMIN_TOKEN=${randomBytes(16).toString('hex')}`,
+    `BUS_SECRET=${randomBytes(32).toString('hex')}`,
   ];
   port = await freePort();
   await runBroker(CONTAINER, port, ['--env', 'NODE_ID=container-test']);

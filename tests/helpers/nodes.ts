@@ -18,6 +18,7 @@ import { BROKER_ROLE, databaseUrlAs } from '../../broker/db/roles.js';
 import type { Logger } from '../../broker/log.js';
 import { BrokerProcess, workbenchMain } from '../../cli/cluster/broker-process.js';
 import type { FlagKey } from '../../flags/registry.js';
+import { TEST_BUS_SECRET } from './bus-secret.js';
 import { freePort } from './ports.js';
 import { waitFor } from './wait.js';
 
@@ -127,6 +128,7 @@ async function startInProcess(options: NodeOptions<'in-process'>): Promise<InPro
     PORT: '0',
     NODE_ID: `test-${randomBytes(3).toString('hex')}`,
     ADMIN_TOKEN,
+    BUS_SECRET: TEST_BUS_SECRET,
     ...options.env,
   });
   const log =
@@ -167,6 +169,7 @@ async function startProcess(options: NodeOptions<'process'>): Promise<ProcessNod
       DATABASE_URL: nodeDatabaseUrl(options),
       NODE_ID: nodeId,
       ADMIN_TOKEN,
+      BUS_SECRET: TEST_BUS_SECRET,
       REDIS_KEY_PREFIX: `wbtest:${nodeId}:`,
       LOG_LEVEL: 'info',
       ...options.env,

@@ -2,8 +2,9 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../broker/config.js';
 import { parseRedisClusterNodes } from '../../broker/redis/cluster-nodes.js';
+import { MINIMAL_ENV } from '../helpers/config.js';
 
-const BASE = { ADMIN_TOKEN: 'a-long-enough-admin-token' };
+const BASE = MINIMAL_ENV;
 
 describe('REDIS_CLUSTER_NODES', () => {
   it('unset: the single Redis of REDIS_URL, as before', () => {
