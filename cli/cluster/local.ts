@@ -71,19 +71,26 @@ export interface RegionsState {
   supervisor: { pid: number; control: string };
   rttMs: number;
   jitterMs: number;
-  /** The region whose Postgres takes the writes (the replica's region after a promotion). */
+  /** The region whose Postgres takes the writes: Patroni's leader, as last seen (empty: none now). */
   primaryRegion: string;
+  /** Patroni's synchronous mode (`up --phase 4 --sync`). */
+  synchronous: boolean;
+  /** The etcd holding Patroni's leader key (the witness site: every region reaches it through a link). */
+  etcd: { url: string; pid: number; dataDir: string };
   list: Array<{
     name: string;
     lb: { url: string; pid: number };
     redis: { url: string; pid: number };
     postgres: { role: 'primary' | 'replica' | 'stopped'; url: string; dataDir: string };
+    /** The region's Patroni (its REST API) and its database HAProxy (write and read frontends). */
+    patroni: { pid: number; rest: string; timeline: number | null };
+    pgLb: { pid: number; writeUrl: string; readUrl: string };
   }>;
   /** Every cross-region link: who connects (`from`) to what of the other region (`to`, `service`). */
   links: Array<{
     from: string;
     to: string;
-    service: 'postgres' | 'replication' | 'redis' | 'lb';
+    service: 'postgres' | 'replication' | 'redis' | 'lb' | 'patroni' | 'etcd';
     address: string;
     upstream: string;
     cut: boolean;
