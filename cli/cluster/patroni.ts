@@ -46,7 +46,7 @@ function sleep(ms: number): Promise<void> {
 }
 
 function killQuietly(pid: number | undefined, signal: NodeJS.Signals = 'SIGKILL'): void {
-  if (!pid || pid <= 0) return;
+  if (!pid) return;
   try {
     process.kill(pid, signal);
   } catch {
@@ -263,6 +263,8 @@ function withChildren(pid: number): number[] {
  * the exit cleanups too.
  */
 export function killMember(patroniPid: number, dataDir: string): void {
+  // Its process group too (it is started detached, so it leads one): an initdb or pg_basebackup it runs.
+  if (patroniPid > 0) killQuietly(-patroniPid);
   killQuietly(patroniPid);
   const postmaster = postmasterPid(dataDir);
   if (postmaster > 0) for (const pid of withChildren(postmaster)) killQuietly(pid);
