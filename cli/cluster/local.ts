@@ -406,10 +406,16 @@ export function startLoadBalancer(
   return lb;
 }
 
+/**
+ * Written aside and renamed into place: phase 4's supervisor rewrites the file while `workbench region`
+ * and tests read it, and a reader must never see it half-written.
+ */
 export function writeCluster(cwd: string, cluster: ClusterFile): void {
   const path = clusterFilePath(cwd);
-  writeFileSync(path, `${JSON.stringify(cluster, null, 2)}\n`, { mode: PRIVATE_FILE });
-  chmodSync(path, PRIVATE_FILE); // `mode` applies only to a file writeFileSync creates
+  const aside = `${path}.${process.pid}.tmp`;
+  writeFileSync(aside, `${JSON.stringify(cluster, null, 2)}\n`, { mode: PRIVATE_FILE });
+  chmodSync(aside, PRIVATE_FILE); // `mode` applies only to a file writeFileSync creates
+  renameSync(aside, path);
 }
 
 /** What every broker of a cluster shares; a node adds its id and port. */
