@@ -8,8 +8,9 @@
  * each region; `peer.joined` of a new peer in A as seen in A and in B; clock tick intervals seen in A and
  * in B; the replica's lag sampled every 100 ms while the DMs run; region B cut off (what a send from a peer
  * in B gets, when the entry stops sending new peers to B, how soon a peer that reconnects through the
- * entry is served in A); region A's primary killed under a steady stream of sends, then B's replica
- * promoted (acknowledged messages missing afterwards, time from the kill to the first accepted send).
+ * entry is served in A); region A's primary (its node: Patroni and Postgres) killed under a steady stream
+ * of sends, Patroni promoting B's replica (acknowledged messages missing afterwards, time from the kill to
+ * the first accepted send), in asynchronous or synchronous mode (`sync`).
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -40,6 +41,8 @@ export interface RegionsOptions {
   joins: number;
   /** Clock ticks to collect. */
   ticks: number;
+  /** Patroni's synchronous mode (`up --phase 4 --sync`): zero acknowledged loss, a round trip per commit. */
+  sync: boolean;
 }
 
 function workbench(cwd: string, args: string[], env: Record<string, string> = {}): Promise<string> {
@@ -108,6 +111,7 @@ export async function benchRegions(options: RegionsOptions) {
       String(options.rttMs),
       '--jitter-ms',
       String(options.jitterMs),
+      ...(options.sync ? ['--sync'] : []),
     ],
     env,
   );
@@ -289,8 +293,8 @@ export async function benchRegions(options: RegionsOptions) {
     };
     await sleep(3000); // B's nodes pass their checks again
 
-    stage('primary killed, promotion');
-    // Primary killed under steady sends from a peer in A, then B's replica promoted.
+    stage('primary killed, Patroni failover');
+    // Primary killed under steady sends from a peer in A; Patroni promotes B's replica.
     const acked: string[] = [];
     let sending = true;
     let firstAfterKill: number | undefined;
@@ -317,13 +321,17 @@ export async function benchRegions(options: RegionsOptions) {
     await workbench(cwd, ['region', 'kill-primary']);
     killedAt = performance.now();
     const ackedBeforeKill = acked.length;
-    const promoteStarted = performance.now();
-    const promoteOutput = await workbench(cwd, ['region', 'promote', 'b']);
-    const promoteCommandMs = round(performance.now() - promoteStarted);
-    const deadline = performance.now() + 60_000;
+    // No promotion by hand: Patroni promotes B once A's leader key expires, and the brokers' database
+    // HAProxy follows the new leader.
+    const deadline = performance.now() + 90_000;
     while (firstAfterKill === undefined && performance.now() < deadline) await sleep(100);
     sending = false;
     await sender;
+    const leaderDeadline = performance.now() + 15_000;
+    const leader = () =>
+      (JSON.parse(readFileSync(join(cwd, '.workbench', 'cluster.json'), 'utf8')) as ClusterFile).regions!
+        .primaryRegion;
+    while (leader() !== 'b' && performance.now() < leaderDeadline) await sleep(200);
     const promoted = new pg.Client({ connectionString: regions.list[1]!.postgres.url });
     promoted.on('error', () => {});
     await promoted.connect();
@@ -339,10 +347,10 @@ export async function benchRegions(options: RegionsOptions) {
     const promotion = {
       ackedTotal: acked.length,
       ackedBeforeKill,
-      missingAfterPromotion: acked.length - present,
+      mode: options.sync ? 'sync' : 'async',
+      missingAfterFailover: acked.length - present,
       writesResumedAfterKillMs: firstAfterKill === undefined ? null : round(firstAfterKill - killedAt),
-      promoteCommandMs,
-      promoteOutput: promoteOutput.trim(),
+      newLeader: leader(),
     };
 
     return {

@@ -24,4 +24,7 @@ export const SLOW_TEST_FILES: string[] = [
   'tests/cluster/load.test.ts',
   // `workbench up --phase 4`, two regions each with its own Postgres made by initdb, interrupted: 77 s.
   'tests/cluster/regions-interrupt.test.ts',
+  // Patroni's failover in phase 4: two `workbench up --phase 4` (async, --sync), leaders killed and cut
+  // from etcd under load, each failover waiting out the leader key's ttl.
+  'tests/cluster/regions-patroni.test.ts',
 ];

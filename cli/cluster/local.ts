@@ -18,6 +18,7 @@ import {
   mkdirSync,
   openSync,
   readFileSync,
+  renameSync,
   rmSync,
   writeFileSync,
 } from 'node:fs';
@@ -83,19 +84,26 @@ export interface RegionsState {
   supervisor: { pid: number; control: string };
   rttMs: number;
   jitterMs: number;
-  /** The region whose Postgres takes the writes (the replica's region after a promotion). */
+  /** The region whose Postgres takes the writes: Patroni's leader, as last seen (empty: none now). */
   primaryRegion: string;
+  /** Patroni's synchronous mode (`up --phase 4 --sync`). */
+  synchronous: boolean;
+  /** The etcd holding Patroni's leader key (the witness site: every region reaches it through a link). */
+  etcd: { url: string; pid: number; dataDir: string };
   list: Array<{
     name: string;
     lb: { url: string; pid: number };
     redis: { url: string; pid: number };
     postgres: { role: 'primary' | 'replica' | 'stopped'; url: string; dataDir: string };
+    /** The region's Patroni (its REST API) and its database HAProxy (write and read frontends). */
+    patroni: { pid: number; rest: string; timeline: number | null };
+    pgLb: { pid: number; writeUrl: string; readUrl: string };
   }>;
   /** Every cross-region link: who connects (`from`) to what of the other region (`to`, `service`). */
   links: Array<{
     from: string;
     to: string;
-    service: 'postgres' | 'replication' | 'redis' | 'lb';
+    service: 'postgres' | 'replication' | 'redis' | 'lb' | 'patroni' | 'etcd';
     address: string;
     upstream: string;
     cut: boolean;
@@ -421,10 +429,16 @@ export function startLoadBalancer(
   return lb;
 }
 
+/**
+ * Written aside and renamed into place: phase 4's supervisor rewrites the file while `workbench region`
+ * and tests read it, and a reader must never see it half-written.
+ */
 export function writeCluster(cwd: string, cluster: ClusterFile): void {
   const path = clusterFilePath(cwd);
-  writeFileSync(path, `${JSON.stringify(cluster, null, 2)}\n`, { mode: PRIVATE_FILE });
-  chmodSync(path, PRIVATE_FILE); // `mode` applies only to a file writeFileSync creates
+  const aside = `${path}.${process.pid}.tmp`;
+  writeFileSync(aside, `${JSON.stringify(cluster, null, 2)}\n`, { mode: PRIVATE_FILE });
+  chmodSync(aside, PRIVATE_FILE); // `mode` applies only to a file writeFileSync creates
+  renameSync(aside, path);
 }
 
 /** What every broker of a cluster shares; a node adds its id and port. */

@@ -50,6 +50,10 @@ const UP_OPTIONS = {
     value: 'K',
     help: 'phase 4: brokers in each region (default 2)',
   },
+  sync: {
+    type: 'boolean',
+    help: "phase 4: Patroni's synchronous mode (a commit waits for the other region: zero acknowledged loss)",
+  },
   foreground: {
     type: 'boolean',
     help: 'phase 4: run the simulation in this terminal (Ctrl-C stops everything)',
@@ -57,7 +61,7 @@ const UP_OPTIONS = {
 } as const satisfies OptionSpec;
 
 /** Options that only phase 4's two-region simulation takes, and the ones it refuses. */
-const REGION_ONLY = ['rtt-ms', 'jitter-ms', 'nodes-per-region', 'foreground'] as const;
+const REGION_ONLY = ['rtt-ms', 'jitter-ms', 'nodes-per-region', 'sync', 'foreground'] as const;
 const NOT_IN_REGIONS = {
   nodes: '--nodes-per-region',
   'database-url': 'nothing: phase 4 runs its own throw-away Postgres primary and replica',
@@ -68,12 +72,13 @@ const NOT_IN_REGIONS = {
 export const upCommand = defineCommand({
   synopsis: [
     'up [--phase N] [--nodes K] [--port P] [--lb haproxy|traefik] [--env E] [--flags-phase N]',
-    'up --phase 4 [--rtt-ms MS] [--jitter-ms MS] [--nodes-per-region K] [--port P] [--foreground]',
+    'up --phase 4 [--rtt-ms MS] [--jitter-ms MS] [--nodes-per-region K] [--sync] [--port P] [--foreground]',
   ],
   about: `Starts a local cluster of phase N: brokers behind Traefik (when a traefik binary is on PATH) or HAProxy;
-its state goes to .workbench/. Phase 4 is two simulated regions (docs/multi-region.md): a throw-away
-Postgres primary in region a and its streaming replica in b, a Redis, brokers and HAProxy per region and
-the weighted entry, every cross-region link delayed; "workbench region" cuts, restores and promotes.`,
+its state goes to .workbench/. Phase 4 is two simulated regions (docs/multi-region.md): a Patroni per region running
+its Postgres (elected through a throw-away etcd: the leader in a, a streaming replica in b; --sync for
+synchronous mode), a Redis, brokers and HAProxy per region and the weighted entry, every cross-region link
+delayed; "workbench region" cuts, restores, kills the primary and switches over.`,
   options: UP_OPTIONS,
   run: runUpCommand,
 });
@@ -122,6 +127,7 @@ async function runRegionsUp(values: Parsed<typeof UP_OPTIONS>['values']): Promis
     rttMs: values['rtt-ms'],
     jitterMs: values['jitter-ms'],
     nodesPerRegion: values['nodes-per-region'],
+    sync: values.sync,
   });
   const flagsPhase = values['flags-phase'] === undefined ? undefined : Number(values['flags-phase']);
   if (flagsPhase !== undefined && (!Number.isInteger(flagsPhase) || flagsPhase < 0 || flagsPhase > 4))
@@ -138,6 +144,7 @@ async function runRegionsUp(values: Parsed<typeof UP_OPTIONS>['values']): Promis
       String(regionOptions.jitterMs),
       '--nodes-per-region',
       String(regionOptions.nodesPerRegion),
+      ...(regionOptions.sync ? ['--sync'] : []),
       ...(port === undefined ? [] : ['--port', String(port)]),
       ...(values.env === undefined ? [] : ['--env', values.env]),
       ...(flagsPhase === undefined ? [] : ['--flags-phase', String(flagsPhase)]),

@@ -99,10 +99,11 @@ describe('workbench up --phase 4 (two simulated regions)', { timeout: 240_000 },
       'SELECT pg_is_in_recovery() AS r',
     );
     expect(recovery!.r).toBe(true);
-    // B's brokers reach the primary through the link, A's directly.
+    // Every broker writes through its region's database HAProxy (Patroni's leader: A's directly, B's
+    // through the link) and reads through its read frontend (B's own replica).
     const b1 = cluster.nodes.find((n) => n.id === 'broker-b1')!;
-    const pgLink = regions.links.find((l) => l.from === 'b' && l.to === 'a' && l.service === 'postgres')!;
-    expect(b1.env!.DATABASE_URL).toContain(pgLink.address);
+    expect(b1.env!.DATABASE_URL).toBe(regions.list[1]!.pgLb.writeUrl);
+    expect(b1.env!.DATABASE_READ_URL).toBe(regions.list[1]!.pgLb.readUrl);
     // The per-region bus: B's brokers subscribe to B's own Redis and publish to A's through the link;
     // the counters are A's; list reads go to B's replica.
     const redisLink = (from: string) =>
@@ -114,7 +115,6 @@ describe('workbench up --phase 4 (two simulated regions)', { timeout: 240_000 },
       REDIS_REMOTE_URLS: redisLink('b'),
       REDIS_COUNTERS_URL: redisLink('b'),
     });
-    expect(new URL(b1.env!.DATABASE_READ_URL!).port).toBe(new URL(regions.list[1]!.postgres.url).port);
     const a1 = cluster.nodes.find((n) => n.id === 'broker-a1')!;
     expect(a1.env).toMatchObject({
       REGION: 'a',
@@ -185,7 +185,10 @@ describe('workbench up --phase 4 (two simulated regions)', { timeout: 240_000 },
     expect([...nodesSeen].some((n) => n.startsWith('broker-b'))).toBe(true);
     const cut = await runWorkbench(['region', 'cut', 'b'], {}, cwd);
     expect(cut.code, cut.stderr).toBe(0);
-    expect(readState().regions!.links.every((l) => l.cut)).toBe(true);
+    // Every link into or out of b is cut (b's Patroni loses etcd too); a's own link to etcd is not.
+    const links = readState().regions!.links;
+    expect(links.filter((l) => l.from === 'b' || l.to === 'b').every((l) => l.cut)).toBe(true);
+    expect(links.filter((l) => l.from === 'a' && l.service === 'etcd').map((l) => l.cut)).toEqual([false]);
     const deadline = Date.now() + 15_000;
     let streak = 0;
     while (streak < 8 && Date.now() < deadline) {
@@ -200,18 +203,28 @@ describe('workbench up --phase 4 (two simulated regions)', { timeout: 240_000 },
       latest.regions!.supervisor.pid,
       latest.lb.pid,
       ...latest.nodes.map((n) => n.pid),
-      ...latest.regions!.list.flatMap((r) => [r.lb.pid, r.redis.pid]),
+      ...latest.regions!.list.flatMap((r) => [r.lb.pid, r.redis.pid, r.patroni.pid, r.pgLb.pid]),
+      latest.regions!.etcd.pid,
     ];
     const ports = [
       latest.lb.url,
       ...latest.nodes.map((n) => n.url),
-      ...latest.regions!.list.flatMap((r) => [r.lb.url, r.redis.url, r.postgres.url]),
+      ...latest.regions!.list.flatMap((r) => [
+        r.lb.url,
+        r.redis.url,
+        r.postgres.url,
+        r.patroni.rest,
+        r.pgLb.writeUrl,
+        r.pgLb.readUrl,
+      ]),
+      latest.regions!.etcd.url,
     ].map((url) => Number(new URL(url).port));
     const down = await runWorkbench(['down'], {}, cwd);
     expect(down.code, down.stderr).toBe(0);
     expect(await stillRunning(pids)).toEqual([]);
     expect((await Promise.all(ports.map(listening))).some(Boolean)).toBe(false);
     for (const region of latest.regions!.list) expect(existsSync(region.postgres.dataDir)).toBe(false);
+    expect(existsSync(latest.regions!.etcd.dataDir)).toBe(false);
     expect(existsSync(latest.regions!.supervisor.control)).toBe(false);
     expect(existsSync(join(cwd, '.workbench', 'cluster.json'))).toBe(false);
   });

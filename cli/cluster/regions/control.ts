@@ -1,5 +1,5 @@
 /**
- * The control socket of a running two-region simulation: `workbench region cut|restore|promote|kill-primary`
+ * The control socket of a running two-region simulation: `workbench region cut|restore|promote|kill-primary|rejoin|status`
  * ask the `up --phase 4` process (which holds the links and the servers) to act. A Unix socket in
  * `.workbench/` (the owner's folder, 0700; the socket itself 0600), one JSON request per connection and
  * one JSON answer: `{op, region?}` → `{ok: true, result}` or `{ok: false, error}`.
@@ -7,11 +7,13 @@
 import { chmodSync, rmSync } from 'node:fs';
 import { createConnection, createServer, type Server } from 'node:net';
 
-export type ControlOp = 'cut' | 'restore' | 'promote' | 'kill-primary';
+export type ControlOp = 'cut' | 'restore' | 'promote' | 'kill-primary' | 'rejoin' | 'status';
 
 export interface ControlRequest {
   op: ControlOp;
   region?: string;
+  /** `cut`/`restore`: only the links of this service (e.g. `etcd`). */
+  service?: string;
 }
 
 export type ControlAnswer = { ok: true; result: unknown } | { ok: false; error: string };

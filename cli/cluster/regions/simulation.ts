@@ -1,9 +1,12 @@
 /**
- * Phase 4's two-region simulation on one machine (docs/multi-region.md § The simulated topology): region A
- * with a throw-away Postgres primary, every other region with a streaming replica of it made through the
- * link; a throw-away Redis, brokers and an HAProxy per region; the weighted entry (in region A) in front
- * of the regions' load balancers. Every connection that crosses regions goes through a LatencyProxy
- * (cli/proxies/latency-proxy.ts), one per (from, to, service), so a region can be cut off and restored.
+ * Phase 4's two-region simulation on one machine (docs/multi-region.md § The simulated topology): a
+ * Patroni per region running that region's Postgres (./database.ts: the leader elected through a
+ * throw-away etcd in a third, witness site, a streaming replica in every other region), a database HAProxy
+ * per region routing writes to the leader and reads to the region's replica by Patroni's REST checks; a
+ * throw-away Redis, brokers and an HAProxy per region; the weighted entry (in region A) in front of the
+ * regions' load balancers. Every connection that crosses regions (or reaches etcd) goes through a
+ * LatencyProxy (cli/proxies/latency-proxy.ts), one per (from, to, service), so a region can be cut off and
+ * restored.
  *
  * It runs inside one process (the links are this process's sockets): `workbench up --phase 4` keeps it in
  * the background and talks to it over a control socket (./control.ts). Everything it starts is registered
@@ -15,7 +18,6 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { ensureDatabase, runMigrations } from '../../../broker/db/migrate.js';
 import { packageRoot } from '../../../broker/paths.js';
 import { ThrowawayRedis } from '../../chaos/services.js';
 import { freePort } from '../../ports.js';
@@ -33,13 +35,12 @@ import {
   readCluster,
   spawnBroker,
   startLoadBalancer,
-  startNode,
-  stopNode,
   stopProcess,
   writeCluster,
 } from '../local.js';
-import { PostgresPrimary, PostgresReplica } from '../pg-replica.js';
+import { killMember, switchOver } from '../patroni.js';
 import { readTraefik } from '../traefik.js';
+import { DATABASE_NAME, type DatabaseLinks, RegionDatabases } from './database.js';
 import {
   entryConfig,
   type Layout,
@@ -50,7 +51,7 @@ import {
   regionLbConfig,
 } from './topology.js';
 
-export const DATABASE_NAME = 'workbench';
+export { DATABASE_NAME };
 
 export interface SimulationOptions extends RegionOptions {
   cwd: string;
@@ -78,27 +79,29 @@ interface Link {
 interface Region {
   name: string;
   redis: ThrowawayRedis;
-  postgres?: PostgresPrimary | PostgresReplica;
   lbPort: number;
   lb?: ChildProcess;
 }
 
 const PHASE = 4;
+/** The site of etcd, the third vote: a region cut off from it loses the leader key. */
+export const WITNESS = 'witness';
+/** How often cluster.json's view of Patroni's roles is refreshed. */
+const ROLE_REFRESH_MS = 1000;
 
 export class RegionSimulation {
   private readonly links: Link[] = [];
   private readonly regions = new Map<string, Region>();
   private readonly cleanups: Array<() => void> = [];
-  private primaryRegion: string;
+  private databases: RegionDatabases | undefined;
+  private refresher: NodeJS.Timeout | undefined;
   private stopping: Promise<void> | undefined;
   private seed = 1;
 
   private constructor(
     private readonly options: SimulationOptions,
     private readonly layout: Layout,
-  ) {
-    this.primaryRegion = layout.regions[0]!.name;
-  }
+  ) {}
 
   private get say(): (line: string) => void {
     return this.options.log ?? (() => {});
@@ -147,6 +150,11 @@ export class RegionSimulation {
     return this.links.find((l) => l.from === from && l.to === to && l.service === service);
   }
 
+  private get db(): RegionDatabases {
+    if (!this.databases) throw new Error("the regions' databases are not started");
+    return this.databases;
+  }
+
   private async startAll(): Promise<void> {
     const { cwd } = this.options;
     const { dir, flagsEnv, presetPhase } = prepareState(cwd, {
@@ -155,14 +163,15 @@ export class RegionSimulation {
       flagsPhase: this.options.flagsPhase,
     });
     const [first, ...others] = this.layout.regions;
-    const say = this.say;
-
-    say(`region ${first!.name}: Postgres primary`);
-    const primary = await PostgresPrimary.start();
-    this.onCleanup(() => primary.destroy());
-    const primaryDb = primary.server.urlOf(DATABASE_NAME);
-    await ensureDatabase(primaryDb);
-    await runMigrations(primaryDb);
+    const links: DatabaseLinks = {
+      link: async (from, to, service, port) => (await this.link(from, to, service, port)).proxy.address,
+      onCleanup: (cleanup) => this.onCleanup(cleanup),
+      say: this.say,
+    };
+    this.databases = await RegionDatabases.start(
+      { dir, regions: this.layout.regions.map((r) => r.name), synchronous: this.options.sync },
+      links,
+    );
 
     for (const region of this.layout.regions) {
       const redis = await ThrowawayRedis.start();
@@ -171,22 +180,11 @@ export class RegionSimulation {
       });
       this.regions.set(region.name, { name: region.name, redis, lbPort: await freePort() });
     }
-    this.regions.get(first!.name)!.postgres = primary;
-
-    for (const region of others) {
-      const replication = await this.link(region.name, first!.name, 'replication', primary.port);
-      say(`region ${region.name}: streaming replica (pg_basebackup through the link)`);
-      const replica = await PostgresReplica.start(primary, { via: { port: replication.proxy.port } });
-      this.onCleanup(() => replica.destroy());
-      this.regions.get(region.name)!.postgres = replica;
-    }
-    // Every region reaches the primary's Postgres and every other region's Redis and load balancer
-    // (the entry lives in the first region) through a link of its own.
+    // Every region reaches every other region's Redis and load balancer (the entry lives in the first
+    // region) through a link of its own.
     for (const from of this.layout.regions) {
       for (const to of this.layout.regions) {
-        if (from === to) continue;
-        if (to === first) await this.link(from.name, to.name, 'postgres', primary.port);
-        await this.link(from.name, to.name, 'redis', this.regions.get(to.name)!.redis.port);
+        if (from !== to) await this.link(from.name, to.name, 'redis', this.regions.get(to.name)!.redis.port);
       }
     }
     for (const region of others)
@@ -194,7 +192,7 @@ export class RegionSimulation {
 
     const base: BrokerBase = {
       cwd,
-      databaseUrl: primaryDb,
+      databaseUrl: this.db.writeUrl(first!.name),
       redisUrl: this.regions.get(first!.name)!.redis.url,
       redisKeyPrefix: `wb:${randomBytes(4).toString('hex')}:`,
       adminToken: randomBytes(24).toString('hex'),
@@ -203,9 +201,35 @@ export class RegionSimulation {
       flagsDir: join(dir, 'flags'),
       brokerEnv: clusterBrokerEnv(this.options.env),
     };
+    const nodes = await this.startBrokers(base);
+    await this.startBalancers(dir, nodes);
+    const entry = await this.startEntry(dir);
+
+    const cluster: ClusterFile = {
+      phase: presetPhase,
+      topology: PHASE,
+      lb: { url: entry.url, pid: entry.pid, kind: 'haproxy' },
+      nodes,
+      databaseUrl: base.databaseUrl,
+      redisUrl: base.redisUrl,
+      redisKeyPrefix: base.redisKeyPrefix,
+      adminToken: base.adminToken,
+      busSecret: base.busSecret,
+      flagsEnv,
+      flagsDir: base.flagsDir,
+      brokerEnv: base.brokerEnv,
+      regions: this.state(),
+    };
+    writeCluster(cwd, cluster);
+    this.onCleanup(() => rmSync(clusterFilePath(cwd), { force: true }));
+    this.refresher = setInterval(() => void this.refreshRoles(), ROLE_REFRESH_MS);
+    this.refresher.unref();
+  }
+
+  private async startBrokers(base: BrokerBase): Promise<ClusterNode[]> {
     const nodes: ClusterNode[] = [];
     for (const region of this.layout.regions) {
-      const env = regionBrokerEnv(region.name, this.primaryRegion, this.addressesOf(region.name));
+      const env = regionBrokerEnv(region.name, this.layout.regions[0]!.name, this.addressesOf(region.name));
       for (const id of region.nodeIds)
         nodes.push({ id, url: `http://127.0.0.1:${await freePort()}`, pid: 0, region: region.name, env });
     }
@@ -216,10 +240,14 @@ export class RegionSimulation {
       await broker.waitHealthy(60_000);
     };
     // The first node alone first: with ha.active-lease on, it holds the lease from the start (as phase 3).
-    say(`brokers: ${nodes.map((n) => n.id).join(', ')}`);
+    this.say(`brokers: ${nodes.map((n) => n.id).join(', ')}`);
     await startBroker(nodes[0]!);
     await Promise.all(nodes.slice(1).map(startBroker));
+    return nodes;
+  }
 
+  private async startBalancers(dir: string, nodes: ClusterNode[]): Promise<void> {
+    const { cwd } = this.options;
     for (const region of this.layout.regions) {
       const state = this.regions.get(region.name)!;
       const lb = startLoadBalancer('haproxy', {
@@ -237,11 +265,14 @@ export class RegionSimulation {
       this.onCleanup(() => killQuietly(lb.pid!));
       await waitHealthy(`http://127.0.0.1:${state.lbPort}`, 15_000, () => lb.exitCode !== null);
     }
+  }
 
+  private async startEntry(dir: string): Promise<{ url: string; pid: number }> {
+    const [first] = this.layout.regions;
     const entryPort = await freePort(this.options.port ?? 8080);
     const entry = startLoadBalancer('haproxy', {
       dir,
-      cwd,
+      cwd: this.options.cwd,
       name: 'haproxy-entry',
       bind: `127.0.0.1:${entryPort}`,
       addresses: Object.fromEntries(
@@ -257,77 +288,51 @@ export class RegionSimulation {
       phaseFile: '',
     });
     this.onCleanup(() => killQuietly(entry.pid!));
-    const entryUrl = `http://127.0.0.1:${entryPort}`;
-    await waitHealthy(entryUrl, 15_000, () => entry.exitCode !== null);
-
-    const cluster: ClusterFile = {
-      phase: presetPhase,
-      topology: PHASE,
-      lb: { url: entryUrl, pid: entry.pid!, kind: 'haproxy' },
-      nodes,
-      databaseUrl: primaryDb,
-      redisUrl: base.redisUrl,
-      redisKeyPrefix: base.redisKeyPrefix,
-      adminToken: base.adminToken,
-      busSecret: base.busSecret,
-      flagsEnv,
-      flagsDir: base.flagsDir,
-      brokerEnv: base.brokerEnv,
-      regions: this.state(),
-    };
-    writeCluster(cwd, cluster);
-    this.onCleanup(() => rmSync(clusterFilePath(cwd), { force: true }));
+    const url = `http://127.0.0.1:${entryPort}`;
+    await waitHealthy(url, 15_000, () => entry.exitCode !== null);
+    return { url, pid: entry.pid! };
   }
 
   /**
-   * Where a broker of `region` reaches each server now: the primary (directly or through its link), its
-   * own replica, its own Redis and the others' (through the links). The counters stay on the first
-   * region's Redis (a promotion moves the database, not the counters).
+   * Where a broker of `region` reaches each server: the database through its own region's database
+   * HAProxy (writes to Patroni's leader wherever it is, reads to the region's replica), its own Redis and
+   * the others' (through the links). The counters stay on the first region's Redis (a failover moves the
+   * database, not the counters).
    */
   private addressesOf(region: string): RegionAddresses {
     const first = this.layout.regions[0]!.name;
     const own = this.regions.get(region)!;
-    const viaLink = (to: string, service: LinkService, direct: string) =>
-      to === region ? direct : this.linkOf(region, to, service)!.proxy.address;
-    const pgUrl = (address: string) => `postgres://postgres@${address}/${DATABASE_NAME}`;
     const redisUrl = (address: string) => `redis://${address}`;
-    const primary = this.regions.get(this.primaryRegion)!.postgres!;
-    const primaryUrl = pgUrl(viaLink(this.primaryRegion, 'postgres', `127.0.0.1:${primary.port}`));
-    const hasReplica = own.postgres instanceof PostgresReplica && this.primaryRegion !== region;
+    const counters =
+      region === first ? own.redis.url : redisUrl(this.linkOf(region, first, 'redis')!.proxy.address);
     return {
-      primaryUrl,
-      readUrl: hasReplica ? pgUrl(`127.0.0.1:${own.postgres!.port}`) : primaryUrl,
+      primaryUrl: this.db.writeUrl(region),
+      readUrl: this.db.readUrl(region),
       ownRedisUrl: own.redis.url,
       remoteRedisUrls: this.layout.regions
         .filter((r) => r.name !== region)
         .map((r) => redisUrl(this.linkOf(region, r.name, 'redis')!.proxy.address)),
-      countersRedisUrl: redisUrl(viaLink(first, 'redis', `127.0.0.1:${this.regions.get(first)!.redis.port}`)),
+      countersRedisUrl: counters,
     };
   }
 
-  /** What cluster.json says about the regions now. */
+  /** What cluster.json says about the regions now (Patroni's roles as last refreshed). */
   state(): RegionsState {
+    const db = this.db;
     return {
       supervisor: { pid: process.pid, control: this.options.controlPath },
       rttMs: this.options.rttMs,
       jitterMs: this.options.jitterMs,
-      primaryRegion: this.primaryRegion,
+      primaryRegion: db.leader ?? '',
+      synchronous: this.options.sync,
+      etcd: db.etcdState(),
       list: this.layout.regions.map(({ name }) => {
         const region = this.regions.get(name)!;
-        const postgres = region.postgres!;
         return {
           name,
           lb: { url: `http://127.0.0.1:${region.lbPort}`, pid: region.lb?.pid ?? 0 },
           redis: { url: region.redis.url, pid: region.redis.pid ?? 0 },
-          postgres: {
-            role: this.stoppedPostgres.has(name)
-              ? 'stopped'
-              : name === this.primaryRegion
-                ? 'primary'
-                : 'replica',
-            url: postgres.server.urlOf(DATABASE_NAME),
-            dataDir: postgres.dataDir,
-          },
+          ...db.regionState(name),
         };
       }),
       links: this.links.map((l) => ({
@@ -341,11 +346,15 @@ export class RegionSimulation {
     };
   }
 
-  private readonly stoppedPostgres = new Set<string>();
-
   private saveState(patch: Partial<ClusterFile> = {}): void {
+    if (this.stopping) return;
     const cluster = readCluster(this.options.cwd);
     if (cluster) writeCluster(this.options.cwd, { ...cluster, ...patch, regions: this.state() });
+  }
+
+  /** Asks every Patroni for its role; cluster.json is rewritten when anything changed. */
+  private async refreshRoles(): Promise<void> {
+    if (await this.db.refresh()) this.saveState();
   }
 
   private region(name: string): Region {
@@ -354,76 +363,79 @@ export class RegionSimulation {
     return region;
   }
 
+  private linksOf(name: string, service?: string): Link[] {
+    this.region(name);
+    const services = new Set(this.links.map((l) => l.service));
+    if (service !== undefined && !services.has(service as LinkService))
+      throw new Error(`no link service "${service}" (services: ${[...services].join(', ')})`);
+    return this.links.filter(
+      (l) => (l.from === name || l.to === name) && (service === undefined || l.service === service),
+    );
+  }
+
   /**
    * Cuts every link into and out of `region` (its database and Redis connections to the others, the
-   * entry's route to its load balancer, its replication): bytes held, new connections hanging, as a pulled
-   * cable between regions. Returns how many links were cut.
+   * entry's route to its load balancer, its replication, its Patroni's etcd connection), or only those of
+   * one `service` (`etcd`: the region's Patroni loses the leader key while everything else still flows):
+   * bytes held, new connections hanging, as a pulled cable. Returns how many links were cut.
    */
-  cut(name: string): number {
-    this.region(name);
-    const links = this.links.filter((l) => l.from === name || l.to === name);
+  cut(name: string, service?: string): number {
+    const links = this.linksOf(name, service);
     for (const link of links) link.proxy.cut();
     this.saveState();
     return links.length;
   }
 
-  restore(name: string): number {
-    this.region(name);
-    const links = this.links.filter((l) => l.from === name || l.to === name);
+  restore(name: string, service?: string): number {
+    const links = this.linksOf(name, service);
     for (const link of links) link.proxy.restore();
     this.saveState();
     return links.length;
   }
 
-  /** Crashes the primary's Postgres (an immediate stop: no checkpoint, every session cut). */
-  killPrimary(): string {
-    const region = this.primaryRegion;
-    this.region(region).postgres!.server.stop();
-    this.stoppedPostgres.add(region);
+  /**
+   * Crashes the leader's node: its Patroni and its Postgres SIGKILLed (Patroni alone would restart a
+   * killed Postgres in place). The leader key expires after Patroni's ttl, and the replica takes it.
+   */
+  async killPrimary(): Promise<string> {
+    await this.db.refresh();
+    const region = this.db.killLeader();
     this.saveState();
     return region;
   }
 
   /**
-   * Promotes `name`'s replica to the primary, fences the old primary (stopped, if it still runs: two
-   * primaries is the split brain), points every region's brokers at the new primary (the others through a
-   * new link) and restarts them (a drain each, in parallel). What is lost is what the replica had not
-   * replayed when the old primary stopped: asynchronous replication.
+   * A switchover to `name` (Patroni demotes the leader cleanly and promotes `name`'s replica), or a
+   * failover when the leader is down. Brokers are not restarted: their database HAProxy follows the
+   * leader by Patroni's /primary check and cuts their sessions to the old one.
    */
-  async promote(name: string): Promise<{ promotedMs: number; restartedMs: number }> {
-    const region = this.region(name);
-    if (!(region.postgres instanceof PostgresReplica) || name === this.primaryRegion)
-      throw new Error(
-        `region ${name} has no replica to promote (the primary is in region ${this.primaryRegion})`,
-      );
+  async promote(name: string): Promise<{ promotedMs: number; from: string }> {
+    this.region(name);
+    await this.db.refresh();
+    const from = this.db.leader ?? '';
+    if (from === name) throw new Error(`region ${name} already holds the leader key`);
     const started = performance.now();
-    const old = this.primaryRegion;
-    if (!this.stoppedPostgres.has(old)) {
-      this.region(old).postgres!.server.stop();
-      this.stoppedPostgres.add(old);
-    }
-    await region.postgres.promote();
-    const promotedMs = performance.now() - started;
-    this.primaryRegion = name;
-    for (const other of this.layout.regions) {
-      if (other.name !== name && !this.linkOf(other.name, name, 'postgres'))
-        await this.link(other.name, name, 'postgres', region.postgres.port);
-    }
-    const cluster = readCluster(this.options.cwd);
-    if (!cluster) throw new Error('cluster.json is gone');
-    const nodes = cluster.nodes.map((node) => ({
-      ...node,
-      env: {
-        ...node.env,
-        ...regionBrokerEnv(node.region!, this.primaryRegion, this.addressesOf(node.region!)),
-      },
-    }));
-    this.saveState({ nodes, databaseUrl: region.postgres.server.urlOf(DATABASE_NAME) });
-    const { cwd } = this.options;
-    await Promise.all(nodes.map((node) => stopNode(cwd, node.id, 'SIGTERM')));
-    await Promise.all(nodes.map((node) => startNode(cwd, node.id)));
-    for (const node of readCluster(cwd)?.nodes ?? []) this.onCleanup(() => killQuietly(node.pid));
-    return { promotedMs, restartedMs: performance.now() - started };
+    await switchOver(from ? this.db.member(from) : undefined, this.db.member(name));
+    await this.db.refresh();
+    this.saveState();
+    return { promotedMs: performance.now() - started, from };
+  }
+
+  /** Starts a killed region's Patroni again: it rejoins as a replica of the leader (pg_rewind). */
+  async rejoin(name: string): Promise<{ rejoinedMs: number; timeline: number | null }> {
+    this.region(name);
+    const started = performance.now();
+    await this.db.member(name).restart();
+    await this.db.refresh();
+    this.saveState();
+    return { rejoinedMs: performance.now() - started, timeline: this.db.regionState(name).patroni.timeline };
+  }
+
+  /** Patroni's view of every member (`workbench region status`). */
+  async status(): Promise<unknown> {
+    await this.db.refresh();
+    this.saveState();
+    return this.db.status();
   }
 
   /**
@@ -432,6 +444,7 @@ export class RegionSimulation {
    */
   stop(): Promise<void> {
     this.stopping ??= (async () => {
+      clearInterval(this.refresher);
       const nodes = readCluster(this.options.cwd)?.nodes ?? [];
       await Promise.all(nodes.map((node) => stopProcess(node.pid, 12_000)));
       await Promise.all(this.links.map((l) => l.proxy.close()));
@@ -472,28 +485,25 @@ function runs(pid: number, command: RegExp): boolean {
 
 /**
  * After a supervisor that died without cleaning up (SIGKILL): stops what cluster.json says it left, the
- * regions' Redis and load balancers by pid, the throw-away Postgres servers by their postmaster.pid
- * (SIGQUIT: an immediate shutdown), and removes the servers' folders.
+ * regions' Redis, load balancers and database HAProxies by pid, each Patroni and its Postgres (the
+ * postmaster by its postmaster.pid, with its backends), etcd, and removes the servers' folders.
  */
 export async function reapRegions(state: RegionsState): Promise<void> {
   for (const region of state.list) {
     if (region.redis.pid > 0 && runs(region.redis.pid, /redis-server/)) killQuietly(region.redis.pid);
     if (region.lb.pid > 0 && runs(region.lb.pid, /haproxy/)) killQuietly(region.lb.pid);
+    if (region.pgLb?.pid > 0 && runs(region.pgLb.pid, /haproxy/)) killQuietly(region.pgLb.pid);
+    const patroni = region.patroni?.pid > 0 && runs(region.patroni.pid, /patroni/) ? region.patroni.pid : 0;
     const pidFile = join(region.postgres.dataDir, 'postmaster.pid');
-    if (existsSync(pidFile)) {
-      const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
-      if (pid > 0 && runs(pid, /postgres/)) {
-        try {
-          process.kill(pid, 'SIGQUIT');
-        } catch {
-          // already gone
-        }
-        const deadline = Date.now() + 5000;
-        while (runs(pid, /postgres/) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-      }
-    }
+    const postmaster = existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8').split('\n')[0]) : 0;
+    killMember(patroni, runs(postmaster, /postgres/) ? region.postgres.dataDir : '/nonexistent');
+    const deadline = Date.now() + 5000;
+    while (runs(postmaster, /postgres/) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
     // The server's own folder (wb-pg-…), parent of its data folder: never anything above it.
     const folder = dirname(region.postgres.dataDir);
     if (/\/wb-pg-[^/]+$/.test(folder)) rmSync(folder, { recursive: true, force: true });
   }
+  if (state.etcd?.pid > 0 && runs(state.etcd.pid, /etcd/)) killQuietly(state.etcd.pid);
+  if (state.etcd?.dataDir && /\/etcd$/.test(state.etcd.dataDir))
+    rmSync(state.etcd.dataDir, { recursive: true, force: true });
 }

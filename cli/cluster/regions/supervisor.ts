@@ -69,15 +69,20 @@ function handle(simulation: RegionSimulation, request: ControlRequest): Promise<
     if (typeof request.region !== 'string') throw new Error(`"${request.op}" needs a region`);
     return request.region;
   };
+  const service = request.service === undefined ? undefined : String(request.service);
   switch (request.op) {
     case 'cut':
-      return Promise.resolve({ links: simulation.cut(region()) });
+      return Promise.resolve({ links: simulation.cut(region(), service) });
     case 'restore':
-      return Promise.resolve({ links: simulation.restore(region()) });
+      return Promise.resolve({ links: simulation.restore(region(), service) });
     case 'kill-primary':
-      return Promise.resolve({ region: simulation.killPrimary() });
+      return simulation.killPrimary().then((killed) => ({ region: killed }));
     case 'promote':
       return simulation.promote(region());
+    case 'rejoin':
+      return simulation.rejoin(region());
+    case 'status':
+      return simulation.status();
     default:
       throw new Error(`unknown control operation "${String(request.op)}"`);
   }

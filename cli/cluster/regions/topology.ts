@@ -12,9 +12,16 @@ export interface RegionOptions {
   /** Extra one-way delay drawn per chunk from [0, jitterMs) (never reorders). */
   jitterMs: number;
   nodesPerRegion: number;
+  /** Patroni's synchronous mode: commits wait for the other region's standby (zero acknowledged loss). */
+  sync: boolean;
 }
 
-export const DEFAULT_REGION_OPTIONS: RegionOptions = { rttMs: 40, jitterMs: 2, nodesPerRegion: 2 };
+export const DEFAULT_REGION_OPTIONS: RegionOptions = {
+  rttMs: 40,
+  jitterMs: 2,
+  nodesPerRegion: 2,
+  sync: false,
+};
 
 /** Longer than any Earth-bound round trip worth simulating: a larger number is a unit mistake (seconds?). */
 export const MAX_RTT_MS = 2000;
@@ -35,6 +42,7 @@ export function parseRegionOptions(values: {
   rttMs?: string;
   jitterMs?: string;
   nodesPerRegion?: string;
+  sync?: boolean;
 }): RegionOptions {
   const rttMs =
     values.rttMs === undefined
@@ -52,7 +60,7 @@ export function parseRegionOptions(values: {
     values.nodesPerRegion === undefined
       ? DEFAULT_REGION_OPTIONS.nodesPerRegion
       : wholeNumber('--nodes-per-region', values.nodesPerRegion, 1, MAX_NODES_PER_REGION);
-  return { rttMs, jitterMs, nodesPerRegion };
+  return { rttMs, jitterMs, nodesPerRegion, sync: values.sync === true };
 }
 
 type LoadBalancer = Extract<Service, { kind: 'loadBalancer' }>;
