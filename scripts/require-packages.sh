@@ -9,6 +9,8 @@
 #   docker.io   Debian's dockerd 20.10 and client, for `npm run test:containers` (a daemon of the checkout's own,
 #               scripts/containers/dockerd.sh; the package's service is not started)
 #   debootstrap the root filesystems of the locally made base images (scripts/containers/base-image.sh)
+#   patroni     phase 4's Postgres HA engine in the two-region simulation (cli/cluster/patroni.ts), with
+#   etcd-server its leader key store, and python3-etcd, the etcd client Patroni uses
 # The machines of this project run as root; elsewhere it says what to install.
 # Usage: scripts/require-packages.sh PACKAGE...
 set -euo pipefail
@@ -21,6 +23,9 @@ present() {
     docker-compose) command -v docker-compose >/dev/null ;;
     docker.io) [ -x /usr/sbin/dockerd ] && [ -x /usr/bin/docker ] ;;
     debootstrap) [ -x /usr/sbin/debootstrap ] ;;
+    patroni) command -v patroni >/dev/null && command -v patronictl >/dev/null ;;
+    etcd-server) command -v etcd >/dev/null ;;
+    python3-etcd) /usr/bin/python3 -c 'import etcd' 2>/dev/null ;;
     *) echo "require-packages: unknown package $1" >&2; exit 2 ;;
   esac
 }

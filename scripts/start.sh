@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
 bash scripts/require-services.sh
-bash scripts/require-packages.sh haproxy
+bash scripts/require-packages.sh haproxy patroni etcd-server python3-etcd
 
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/meshbroker}"
 node dist/cli/main.js up --phase "${PHASE:-3}" --port "${PORT:-8080}"
