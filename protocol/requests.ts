@@ -37,6 +37,9 @@ export const sendFrame = z.object({
   rid,
 });
 
+/** A messageId as the broker writes it: `<row id>-<16 hex tag>` (docs/protocol.md § Message identity). */
+export const MESSAGE_ID_PATTERN = /^([1-9]\d{0,15})-([0-9a-f]{16})$/;
+
 export const ackFrame = z.object({
   type: z.literal('ack'),
   // `<row id>-<16 hex tag>` exactly as a message frame gave it (docs/protocol.md § Message identity); a bare
@@ -44,7 +47,7 @@ export const ackFrame = z.object({
   messageId: z
     .string()
     .regex(
-      /^[1-9]\d{0,15}-[0-9a-f]{16}$/,
+      MESSAGE_ID_PATTERN,
       'must be the messageId of a message frame as given (<id>-<16 hex digits>, e.g. "42-9f86d081884c7d65")',
     ),
   rid,

@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import { hex, uuid } from '../../protocol/parse.js';
-import { streamName } from '../../protocol/requests.js';
+import { MESSAGE_ID_PATTERN, streamName } from '../../protocol/requests.js';
 import type { BusKind, BusPayloads } from './messages.js';
 
 export type ChannelType = 'mesh' | 'node';
@@ -43,7 +43,7 @@ const SCHEMAS: { [K in BusKind]: z.ZodType<BusPayloads[K]> } = {
     // A hint: a feed writes it only once its own read from Postgres shows the row (delivery/feed.ts).
     frame: z.looseObject({
       type: z.enum(['message', 'watch.triggered']),
-      messageId: z.string().regex(/^[1-9]\d{0,15}$/),
+      messageId: z.string().regex(MESSAGE_ID_PATTERN),
       sentAt: z.string().max(64),
     }),
     // [memberId, seq] per recipient of one message.

@@ -4,8 +4,7 @@
  * out again; the tag (64 random bits) tells the two messages apart (docs/protocol.md § Message identity).
  */
 
-/** A messageId as the broker writes it, and as `ack` must give it back. */
-export const MESSAGE_ID_PATTERN = /^([1-9]\d{0,15})-([0-9a-f]{16})$/;
+import { MESSAGE_ID_PATTERN } from '../../protocol/requests.js';
 
 export interface MessageIdentity {
   /** The row id (`messages.id`), as a decimal string (a bigint). */

@@ -69,11 +69,11 @@ async function twoPeers(): Promise<{ mesh: TestMesh; alice: RawSocket; bob: RawS
   return { mesh, alice, bob, bobSession };
 }
 
-/** A forged `message` frame, as a member would see one from `from`. */
+/** A forged `message` frame, as a member would see one from `from` (a messageId of the broker's form). */
 function forgedMessage(mesh: TestMesh, id: string) {
   return {
     type: 'message',
-    messageId: id,
+    messageId: `${id}-00000000000000ff`,
     sentAt: new Date().toISOString(),
     from: mesh.members[0]!.pubkey,
     fromSession: randomUUID(),
