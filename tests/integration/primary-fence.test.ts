@@ -73,7 +73,12 @@ async function setUp(): Promise<Setup> {
   cleanups.push(() => replica.destroy());
   const route = await Route.to(primary.port);
   cleanups.push(() => route.close());
-  const node = await startNode({ kind: 'in-process', databaseUrl: route.databaseUrl });
+  const node = await startNode({
+    kind: 'in-process',
+    databaseUrl: route.databaseUrl,
+    // A throw-away server of the test's own: the node migrates it as its owner (no mesh_broker role there).
+    env: { MIGRATE_ON_START: '1' },
+  });
   cleanups.push(() => node.stop());
   const mesh = await createMesh(node, 2);
   const sender = await connectPeer(node.wsUrl, mesh, mesh.members[0]!);
@@ -146,7 +151,11 @@ describe('the primary of record', () => {
     expect(await dm(setup, 'before')).toBe('sent');
     // A node started on a standby waits for a primary (bounded) instead of running migrations and serving.
     await expect(
-      startNode({ kind: 'in-process', databaseUrl: replica.url, env: { STARTUP_DB_WAIT_MS: '1000' } }),
+      startNode({
+        kind: 'in-process',
+        databaseUrl: replica.url,
+        env: { STARTUP_DB_WAIT_MS: '1000', MIGRATE_ON_START: '1' },
+      }),
     ).rejects.toThrow(/was not the primary of record within 1 s .*in recovery/);
     await failOver(setup);
     // The old primary comes back demoted: a hot standby of the new primary.
