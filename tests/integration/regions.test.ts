@@ -57,6 +57,8 @@ async function startRegionNode(region: 'a' | 'b', flags: FlagValues): Promise<In
     kind: 'in-process',
     databaseUrl: primary.url,
     env: {
+      // A throw-away server of the test's own, without the brokers' role until migrated: a migrates it as owner.
+      MIGRATE_ON_START: '1',
       HEARTBEAT_MS: '500',
       NODE_DEAD_MS: '1500',
       PRESENCE_GRACE_MS: '1000',
