@@ -32,19 +32,22 @@ afterAll(async () => {
   await db?.drop();
 });
 
-async function schedule(count: number, at: number) {
+/** `count` schedules due `leadMs` from when they are sent (pipelined: a past `at` would be refused). */
+async function schedule(count: number, leadMs: number) {
   const mesh = await cluster.createMesh(2);
   const creator = await connectPeer(cluster.node('primary').wsUrl, mesh, mesh.members[0]!);
-  const ids: string[] = [];
-  for (let i = 0; i < count; i++) {
-    const created = await creator.request<Frame & { scheduleId: string }>({
-      type: 'schedule.create',
-      to: mesh.members[1]!.pubkey,
-      body: `s${i}`,
-      at,
-    });
-    ids.push(created.scheduleId);
-  }
+  const at = Date.now() + leadMs;
+  const created = await Promise.all(
+    Array.from({ length: count }, (_, i) =>
+      creator.request<Frame & { scheduleId: string }>({
+        type: 'schedule.create',
+        to: mesh.members[1]!.pubkey,
+        body: `s${i}`,
+        at,
+      }),
+    ),
+  );
+  const ids = created.map((c) => c.scheduleId);
   creator.close();
   return ids;
 }
@@ -83,7 +86,7 @@ async function onePollLater(through: string): Promise<void> {
 describe('active/passive with ha.active-lease on', () => {
   it('runs background work on the lease holder only: the warm standby fires nothing', async () => {
     expect(await backgroundWork('standby')).toBe('standby');
-    const ids = await schedule(20, Date.now() + 1000);
+    const ids = await schedule(20, 1500);
     await waitFor(async () => (await counts(ids)).every((n) => n > 0), { timeoutMs: 5000 });
     await onePollLater('primary');
     expect(await counts(ids)).toEqual(Array(20).fill(1));
@@ -92,7 +95,7 @@ describe('active/passive with ha.active-lease on', () => {
   });
 
   it('hands the background work to the standby within 3 s of a SIGKILL of the active node', async () => {
-    const ids = await schedule(10, Date.now() + 4000);
+    const ids = await schedule(10, 4000);
     const killedAt = Date.now();
     await cluster.kill('primary');
     await waitFor(async () => (await backgroundWork('standby')) === 'active', {
