@@ -49,6 +49,12 @@ export interface Infrastructure {
   close(): Promise<void>;
 }
 
+/** Brokers run no DDL unless asked to (a dev convenience): the owner migrates, once, before they start. */
+async function prepareSchema(config: BrokerConfig): Promise<void> {
+  if (config.migrateOnStart) await runMigrations(config.databaseUrl);
+  else await checkMigrationsApplied(config.databaseUrl);
+}
+
 export async function openInfrastructure(
   config: BrokerConfig,
   log: Logger,
@@ -57,9 +63,7 @@ export async function openInfrastructure(
   // Checks that cannot get better by waiting come before the wait for Postgres.
   if (config.flagsProvider === 'unleash') ensureWritableFolder(config.stateDir, 'STATE_DIR');
   await waitForDatabase(config.databaseUrl, { waitMs: config.startupDbWaitMs, log });
-  // Brokers run no DDL unless asked to (a dev convenience): the owner migrates, once, before they start.
-  if (config.migrateOnStart) await runMigrations(config.databaseUrl);
-  else await checkMigrationsApplied(config.databaseUrl);
+  await prepareSchema(config);
   const fence = primaryFence(log, metrics);
   const pool = createPool(config.databaseUrl, { applicationName: `mesh-broker:${config.nodeId}`, fence });
   const readPool =
