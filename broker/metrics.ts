@@ -300,6 +300,18 @@ export class BrokerMetrics {
     registers: [this.registry],
   });
 
+  /**
+   * Health checks answered, by route (`health`, `active`) and answer (`ok`, `draining`, `unavailable`,
+   * `standby`): a load balancer's checks made visible, so an operator (and a test) sees that the balancer
+   * has looked at a node since it started, and what it was told.
+   */
+  readonly healthChecks = new Counter({
+    name: 'mesh_broker_health_checks_total',
+    help: 'Health checks answered, by route and answer',
+    labelNames: ['route', 'status'] as const,
+    registers: [this.registry],
+  });
+
   readonly redisUp = new Gauge({
     name: 'mesh_broker_redis_up',
     help: '1 when the node is connected to Redis',

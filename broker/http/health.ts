@@ -69,8 +69,10 @@ export function registerHealth(app: FastifyInstance, options: HealthOptions): vo
     const { db, redis } = await probeDependencies(options);
     const draining = options.draining();
     const ok = db === 'up' && !draining;
+    const status = ok ? 'ok' : draining ? 'draining' : 'unavailable';
+    options.metrics.healthChecks.inc({ route: 'health', status });
     return reply.code(ok ? 200 : 503).send({
-      status: ok ? 'ok' : draining ? 'draining' : 'unavailable',
+      status,
       node: options.nodeId,
       db,
       redis,
@@ -88,8 +90,10 @@ export function registerHealth(app: FastifyInstance, options: HealthOptions): vo
     const draining = options.draining();
     const activeLease = options.activeLease();
     const ok = db === 'up' && !draining && activeLease !== 'standby';
+    const status = ok ? 'ok' : draining ? 'draining' : db !== 'up' ? 'unavailable' : 'standby';
+    options.metrics.healthChecks.inc({ route: 'active', status });
     return reply.code(ok ? 200 : 503).send({
-      status: ok ? 'ok' : draining ? 'draining' : db !== 'up' ? 'unavailable' : 'standby',
+      status,
       node: options.nodeId,
       db,
       redis,

@@ -14,7 +14,8 @@ import { phasePreset } from '../../flags/registry.js';
 import { runWorkbench } from '../helpers/cli.js';
 import { closeAllClients, connectPeer, type TestMesh } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { pause, waitFor } from '../helpers/wait.js';
+import { scrape, seriesValue } from '../helpers/verifier.js';
+import { waitFor } from '../helpers/wait.js';
 
 const root = packageRoot();
 const PHASES = [0, 1, 2, 3, 4];
@@ -286,8 +287,20 @@ describe('workbench up/down with HAProxy from the Traefik file', () => {
     await moved;
     const restarted = await runWorkbench(['node', 'start', 'broker-1'], {}, cwd);
     expect(restarted.code, restarted.stderr).toBe(0);
-    // Long enough for the load balancer to take the primary back if it were to (two checks a second apart).
-    await pause(3000, 'a window in which HAProxy must not move peers back to the restarted primary');
+    // HAProxy takes a server back after `rise 2` passing checks: once the restarted primary has answered
+    // three of them (its own count, mesh_broker_health_checks_total), it would have been taken back if it
+    // passed; it answers `standby` while broker-2 holds the lease, and no new peer may go to it.
+    const restartedUrl = cluster.nodes[0]!.url;
+    await waitFor(
+      async () => {
+        const text = await scrape(restartedUrl).catch(() => '');
+        const checks = ['ok', 'standby', 'unavailable', 'draining'].map(
+          (status) => seriesValue(text, 'mesh_broker_health_checks_total', { route: 'active', status }) ?? 0,
+        );
+        return checks.reduce((a, b) => a + b) >= 3;
+      },
+      { timeoutMs: 10_000, what: "three of HAProxy's checks of the restarted primary" },
+    );
     const c = await connectPeer(ws, mesh, memberC, { backoff });
     const toA = a.next('message', (m) => m.body === 'c to a', 3000);
     await c.send(memberA.pubkey, 'c to a');
