@@ -523,7 +523,10 @@ describe('a browser peer through the load balancer (the SDK in Chromium)', () =>
       `browser peer: back on ${secondNode} ${Date.now() - killedAt} ms after ${firstNode} was killed`,
     );
     await waitFor(async () => (await count()) === 15, { timeoutMs: 15_000, what: 'all 15 messages' });
-    await pause(500, 'a window in which a late duplicate would show');
+    // A last message behind the 15: the member's feed writes in seq order (a replay too), so once it is
+    // shown no late duplicate of an earlier one is still on its way.
+    await sender.send(browserMember.pubkey, 'last');
+    await waitFor(async () => (await count()) >= 16, { timeoutMs: 15_000, what: 'the last message' });
     const bodies = await peerPage.$$eval('[data-testid="messages"] li', (items) =>
       items.map((li) => li.textContent),
     );
@@ -531,6 +534,7 @@ describe('a browser peer through the load balancer (the SDK in Chromium)', () =>
       [
         ...Array.from({ length: 5 }, (_, i) => `before ${i + 1}`),
         ...Array.from({ length: 10 }, (_, i) => `during ${i + 1}`),
+        'last',
       ].sort(),
     );
     expect(Number(await peerPage.textContent('[data-testid="welcomes"]'))).toBeGreaterThanOrEqual(2);

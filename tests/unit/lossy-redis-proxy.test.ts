@@ -7,7 +7,7 @@ import { PublishLoss } from '../../cli/proxies/publish-loss.js';
 import { ReplyScanner } from '../../cli/proxies/resp-reply-scanner.js';
 import { RequestParser, type RequestSink, splitArgs } from '../../cli/proxies/resp-request-parser.js';
 import { ThrowawayRedis } from '../helpers/redis-server.js';
-import { waitFor } from '../helpers/wait.js';
+import { pause, waitFor, within } from '../helpers/wait.js';
 
 let redis: ThrowawayRedis;
 const proxies: LossyRedisProxy[] = [];
@@ -61,29 +61,40 @@ function drops(seed: number, rate: number, count: number): boolean[] {
   return Array.from({ length: count }, () => random.next() < rate);
 }
 
-/** Writes each buffer on a raw connection to `port`, then collects what comes back for `ms`. */
+/**
+ * Writes each buffer on a raw connection to `port` (`gapMs` apart: a pace the test is about), then collects
+ * what comes back until `until(text)` holds or the connection closes, for at most `ms` (a bound, not a
+ * sleep, whenever `until` is given).
+ */
 async function raw(
   port: number,
   writes: Buffer[],
-  { ms = 300, gapMs = 0 } = {},
+  { ms = 300, gapMs = 0, until }: { ms?: number; gapMs?: number; until?: (text: string) => boolean } = {},
 ): Promise<{ text: string; closed: boolean }> {
   const socket: Socket = connect(port, '127.0.0.1');
   socket.setNoDelay(true);
   const received: Buffer[] = [];
   let closed = false;
-  socket.on('data', (chunk) => received.push(chunk));
-  socket.on('close', () => {
-    closed = true;
+  const text = () => Buffer.concat(received).toString('latin1');
+  const settled = new Promise<void>((resolve) => {
+    socket.on('data', (chunk) => {
+      received.push(chunk);
+      if (until?.(text())) resolve();
+    });
+    socket.on('close', () => {
+      closed = true;
+      resolve();
+    });
   });
   socket.on('error', () => {});
   await new Promise((resolve) => socket.once('connect', resolve));
   for (const bytes of writes) {
     if (!closed) socket.write(bytes);
-    if (gapMs > 0) await new Promise((resolve) => setTimeout(resolve, gapMs));
+    if (gapMs > 0) await pause(gapMs, 'bytes written apart: what the test is about');
   }
-  await new Promise((resolve) => setTimeout(resolve, ms));
+  await within(settled, ms, undefined);
   socket.destroy();
-  return { text: Buffer.concat(received).toString('latin1'), closed };
+  return { text: text(), closed };
 }
 
 const resp = (...args: (string | Buffer)[]) =>
@@ -144,9 +155,6 @@ describe('lossy redis proxy, loss 1: silent bus loss', () => {
     const direct = await subscriber(redis.url, 'bus');
     const proxied = await subscriber(p.url, 'bus');
     for (let i = 0; i < 50; i++) expect(await c.publish('bus', `m${i}`)).toBe(0);
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    expect(direct.messages).toEqual([]);
-    expect(proxied.messages).toEqual([]);
     expect(await c.set('still', 'up')).toBe('OK');
     expect(await c.get('still')).toBe('up');
     expect(c.closes).toBe(0);
@@ -155,7 +163,10 @@ describe('lossy redis proxy, loss 1: silent bus loss', () => {
 
     p.lossRate = 0;
     expect(await c.publish('bus', 'after')).toBe(2);
-    await waitFor(() => direct.messages.length === 1 && proxied.messages.length === 1, { what: 'after' });
+    // Redis delivers a connection's publishes in order: once 'after' arrived, none of the 50 is on its way.
+    await waitFor(() => direct.messages.length >= 1 && proxied.messages.length >= 1, { what: 'after' });
+    expect(direct.messages).toEqual(['after']);
+    expect(proxied.messages).toEqual(['after']);
     expect(() => {
       p.lossRate = 1.5;
     }).toThrow(RangeError);
@@ -170,9 +181,12 @@ describe('lossy redis proxy, loss 1: silent bus loss', () => {
     expect(await c.publish('wb:1:flags:refresh:x', 'kept')).toBe(1);
     expect(await c.call('SPUBLISH', 'wb:1:bus:mesh:a', 'lost too')).toBe(0);
     await waitFor(() => flags.messages.length === 1, { what: 'the kept message' });
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    expect(bus.messages).toEqual([]);
     expect(p.stats()).toMatchObject({ publishes: 3, forwarded: 1, dropped: 2 });
+    // A sentinel on the same connection, once nothing is dropped: in order behind the lost one, had it gone.
+    p.lossRate = 0;
+    expect(await c.publish('wb:1:bus:mesh:a', 'sentinel')).toBe(1);
+    await waitFor(() => bus.messages.length >= 1, { what: 'the sentinel' });
+    expect(bus.messages).toEqual(['sentinel']);
   });
 });
 
@@ -190,13 +204,16 @@ describe('lossy redis proxy, loss 0.3: seeded', () => {
     expect(droppedCount / count).toBeLessThan(0.33);
     expect(replies).toEqual(expected.map((dropped) => (dropped ? 0 : 1)));
     const kept = expected.flatMap((dropped, i) => (dropped ? [] : [`m${i}`]));
-    await waitFor(() => messages.length >= kept.length, { what: 'every kept message' });
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    expect(messages).toEqual(kept);
+    // A sentinel behind them on the same connection, once nothing is dropped: when it arrives, nothing more
+    // of the 2,000 is on its way.
+    p.lossRate = 0;
+    expect(await c.publish('share', 'sentinel')).toBe(1);
+    await waitFor(() => messages.at(-1) === 'sentinel', { what: 'every kept message, then the sentinel' });
+    expect(messages).toEqual([...kept, 'sentinel']);
     expect(p.stats()).toMatchObject({
-      publishes: count,
+      publishes: count + 1,
       dropped: droppedCount,
-      forwarded: count - droppedCount,
+      forwarded: count - droppedCount + 1,
     });
     expect(c.closes).toBe(0);
   });
@@ -251,10 +268,13 @@ describe('lossy redis proxy: replies stay in order', () => {
 
   it('inline commands and a pipeline written one byte at a time', async () => {
     const p = await proxy({ lossRate: 1 });
-    const inline = await raw(p.port, [
-      Buffer.from('PUBLISH ch hello\r\nPING\r\n\r\nPUBLISH "c h" \'x y\'\nECHO "a\\x41"\r\n'),
-    ]);
-    expect(inline.text).toBe(':0\r\n+PONG\r\n:0\r\n$2\r\naA\r\n');
+    const inlineReplies = ':0\r\n+PONG\r\n:0\r\n$2\r\naA\r\n';
+    const inline = await raw(
+      p.port,
+      [Buffer.from('PUBLISH ch hello\r\nPING\r\n\r\nPUBLISH "c h" \'x y\'\nECHO "a\\x41"\r\n')],
+      { ms: 5000, until: (text) => text.length >= inlineReplies.length },
+    );
+    expect(inline.text).toBe(inlineReplies);
     const pipeline = Buffer.concat([
       resp('PUBLISH', 'ch', 'one'),
       resp('SET', 'bytewise', 'v\r\n$3\r\n'),
@@ -263,14 +283,22 @@ describe('lossy redis proxy: replies stay in order', () => {
       Buffer.from('*0\r\n'),
       resp('PUBLISH', 'ch', 'three'),
     ]);
-    const slow = await raw(p.port, bytewise(pipeline), { gapMs: 1, ms: 300 });
-    expect(slow.text).toBe(':0\r\n+OK\r\n:0\r\n$7\r\nv\r\n$3\r\n\r\n:0\r\n');
+    const slowReplies = ':0\r\n+OK\r\n:0\r\n$7\r\nv\r\n$3\r\n\r\n:0\r\n';
+    const slow = await raw(p.port, bytewise(pipeline), {
+      gapMs: 1,
+      ms: 5000,
+      until: (text) => text.length >= slowReplies.length,
+    });
+    expect(slow.text).toBe(slowReplies);
     expect(slow.closed).toBe(false);
     // A reply of the proxy's own still owed when the connection turns subscriber goes where it belongs.
-    const subscribing = await raw(p.port, [
-      Buffer.concat([resp('SET', 'u', '1'), resp('PUBLISH', 'ch', 'x'), resp('SUBSCRIBE', 'u-ch')]),
-    ]);
-    expect(subscribing.text).toBe('+OK\r\n:0\r\n*3\r\n$9\r\nsubscribe\r\n$4\r\nu-ch\r\n:1\r\n');
+    const subscribed = '+OK\r\n:0\r\n*3\r\n$9\r\nsubscribe\r\n$4\r\nu-ch\r\n:1\r\n';
+    const subscribing = await raw(
+      p.port,
+      [Buffer.concat([resp('SET', 'u', '1'), resp('PUBLISH', 'ch', 'x'), resp('SUBSCRIBE', 'u-ch')])],
+      { ms: 5000, until: (text) => text.length >= subscribed.length },
+    );
+    expect(subscribing.text).toBe(subscribed);
     expect(p.stats().untracked).toBe(1);
   });
 });
@@ -278,11 +306,12 @@ describe('lossy redis proxy: replies stay in order', () => {
 describe('lossy redis proxy: malformed input and closing', () => {
   it('bytes it cannot parse go to Redis as they are; nothing crashes, other connections go on', async () => {
     const p = await proxy({ lossRate: 1 });
-    const bad = await raw(p.port, [resp('PUBLISH', 'ch', 'x'), Buffer.from('*abc\r\n')]);
+    const protocolError = { ms: 5000, until: (text: string) => /-ERR Protocol error.*\r\n/.test(text) };
+    const bad = await raw(p.port, [resp('PUBLISH', 'ch', 'x'), Buffer.from('*abc\r\n')], protocolError);
     expect(bad.text).toMatch(/^:0\r\n-ERR Protocol error/);
-    const dollar = await raw(p.port, [Buffer.from('*2\r\n$3\r\nGET\r\n+nope\r\n')]);
+    const dollar = await raw(p.port, [Buffer.from('*2\r\n$3\r\nGET\r\n+nope\r\n')], protocolError);
     expect(dollar.text).toMatch(/-ERR Protocol error: expected '\$'/);
-    const quotes = await raw(p.port, [Buffer.from('PUBLISH "ch x\r\n')]);
+    const quotes = await raw(p.port, [Buffer.from('PUBLISH "ch x\r\n')], protocolError);
     expect(quotes.text).toMatch(/-ERR Protocol error: unbalanced quotes/);
     const random = new Random(99);
     await Promise.all(
