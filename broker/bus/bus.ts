@@ -12,17 +12,19 @@
  * On a Redis Cluster the channels are sharded (redis/pubsub.ts): each one lives on the master that owns its
  * slot, so the meshes' traffic spreads over the masters (docs/redis-cluster.md).
  */
+import { randomBytes } from 'node:crypto';
 import type { Logger } from '../log.js';
 import type { PubSub } from '../redis/pubsub.js';
 import { type BusKeys, type OpenFailure, open, seal } from './envelope.js';
 import type { BusHandler, BusKind, BusMessage, BusPayloads, BusRelay } from './messages.js';
 import { type ChannelType, checkPayload } from './payload-schemas.js';
+import { ReplayGuard } from './replay-guard.js';
 
 /** Detaches what was attached. */
 export type Unsubscribe = () => void;
 
 /** Why a received envelope was dropped (the `reason` of mesh_broker_bus_rejected_total). */
-export type RejectReason = OpenFailure | 'kind_not_allowed' | 'bad_payload';
+export type RejectReason = OpenFailure | 'replayed' | 'kind_not_allowed' | 'bad_payload';
 
 export const REJECT_REASONS: readonly RejectReason[] = [
   'bad_json',
@@ -30,6 +32,7 @@ export const REJECT_REASONS: readonly RejectReason[] = [
   'unknown_version',
   'bad_mac',
   'stale',
+  'replayed',
   'kind_not_allowed',
   'bad_payload',
 ];
@@ -53,6 +56,10 @@ export class Bus {
   private readonly meshes = new Map<string, number>();
   private readonly reconnectListeners = new Set<() => void>();
   private wasReady = false;
+  /** This process's stamp (bus/replay-guard.ts): a boot of its own, and a count of envelopes sealed. */
+  private readonly boot = randomBytes(8).toString('hex');
+  private sealed = 0;
+  private readonly replays = new ReplayGuard();
 
   constructor(private readonly options: BusOptions) {
     options.pubsub.onMessage((channel, text) => this.receive(channel, text));
@@ -136,7 +143,8 @@ export class Bus {
 
   private async publish(channel: string, message: BusMessage): Promise<boolean> {
     const { kind } = message;
-    const text = seal(this.options.keys, channel, { from: this.options.nodeId, ...message });
+    const stamp = { boot: this.boot, n: ++this.sealed };
+    const text = seal(this.options.keys, channel, { from: this.options.nodeId, stamp, ...message });
     try {
       await this.options.pubsub.publish(channel, text);
       return true;
@@ -169,6 +177,10 @@ export class Bus {
     }
     const { envelope } = opened;
     if (envelope.from === this.options.nodeId) return;
+    if (!this.replays.admit(channel, envelope.from, envelope.stamp)) {
+      this.reject('replayed', channel, envelope.kind);
+      return;
+    }
     const checked = checkPayload(type, envelope.kind, envelope.payload);
     if (!checked.ok) {
       this.reject(checked.reason, channel, envelope.kind);

@@ -176,8 +176,12 @@ async function publishRejected(channel: string, text: string, node: InProcessNod
   });
 }
 
-const sealed = (secret: string, channel: string, kind: string, payload: unknown, ts?: number) =>
-  seal({ current: secret }, channel, { from: 'trust-a', kind, payload }, ts);
+/** The forger's own stamps (a made-up boot), each new, so the replay guard is not what refuses them. */
+let forgedStamps = 0;
+const sealed = (secret: string, channel: string, kind: string, payload: unknown, ts?: number) => {
+  const stamp = { boot: 'f0f0f0f0f0f0f0f0', n: ++forgedStamps };
+  return seal({ current: secret }, channel, { from: 'trust-a', kind, payload, stamp }, ts);
+};
 
 describe('what every node drops and counts (mesh_broker_bus_rejected_total{reason})', () => {
   it('unsigned, wrong key, unknown version, stale, bad JSON: nothing reaches either peer, every DM arrives in order', async () => {
@@ -318,6 +322,32 @@ describe('what every node drops and counts (mesh_broker_bus_rejected_total{reaso
 });
 
 describe('rotating BUS_SECRET (docs/runbooks/rotate-bus-secret.md)', () => {
+  it('a real envelope captured on its channel and published again is refused (replayed): no second frame', async () => {
+    const { mesh, alice, bob } = await twoPeers();
+    const channel = meshChannel(mesh.meshId);
+    bob.send({ type: 'stream.subscribe', rid: 'sub', stream: 'replay' });
+    await bob.next((frame) => frame.rid === 'sub');
+    // The forger listens on the mesh's channel as any client of this Redis can, and keeps what a node sent.
+    const listener = new Redis('redis://127.0.0.1:6379', { maxRetriesPerRequest: 1 });
+    try {
+      const captured: string[] = [];
+      listener.on('message', (_channel, text) => captured.push(text));
+      await listener.subscribe(channel);
+      alice.send({ type: 'stream.publish', rid: 'pub', stream: 'replay', data: { q: 1 } });
+      expect(await bob.next((frame) => frame.type === 'stream.data')).toMatchObject({ data: { q: 1 } });
+      const envelope = await waitFor(() => captured.find((text) => text.includes('"q":1')), {
+        what: 'the stream envelope on the bus',
+      });
+      await publishRejected(channel, envelope, b, 'replayed');
+      await publishRejected(channel, envelope, b, 'replayed');
+      // A real publish after the replays comes through, and is the next frame bob gets: no copy before it.
+      alice.send({ type: 'stream.publish', rid: 'pub2', stream: 'replay', data: { q: 2 } });
+      expect(await bob.next((frame) => frame.type === 'stream.data')).toMatchObject({ data: { q: 2 } });
+    } finally {
+      listener.disconnect();
+    }
+  });
+
   it('the old key is accepted while BUS_SECRET_PREVIOUS names it, and refused once it is dropped', async () => {
     const mesh = await createMesh(a, 2);
     const channel = meshChannel(mesh.meshId);

@@ -10,6 +10,7 @@ const message = {
   from: 'node-a',
   kind: 'member.revoked',
   payload: { memberId: 7, nested: { b: [1, 2.5, 'x'] } },
+  stamp: { boot: '0123456789abcdef', n: 42 },
 };
 
 describe('seal / open', () => {
@@ -20,6 +21,8 @@ describe('seal / open', () => {
     expect(JSON.parse(text)).toMatchObject({
       v: 2,
       from: 'node-a',
+      boot: '0123456789abcdef',
+      n: 42,
       kind: 'member.revoked',
       ts: expect.any(Number),
     });
@@ -35,6 +38,11 @@ describe('seal / open', () => {
       { ...fields, kind: 'presence.kick' },
       { ...fields, payload: { memberId: 8, nested: fields.payload.nested } },
       { ...fields, ts: fields.ts + 1 },
+      { ...fields, boot: 'fedcba9876543210' },
+      { ...fields, n: fields.n + 1 },
+      { ...fields, n: 0 },
+      { ...fields, n: '42' },
+      { ...fields, boot: undefined },
       { ...fields, mac: `${fields.mac.slice(0, -2)}AA` },
       { ...fields, mac: '' },
     ])
