@@ -76,7 +76,7 @@ describe('workbench load', () => {
         '--stream-rate',
         '40',
         '--duration',
-        '3s',
+        '5s',
         '--json',
       ],
       {},
@@ -86,9 +86,12 @@ describe('workbench load', () => {
     const report = JSON.parse(result.stdout);
     expect(report).toMatchObject({ ok: true, lost: 0, duplicates: 0, reordered: 0, peers: 8, meshes: 2 });
     // Something real was checked: each kind accepted, every owed delivery seen (broadcast: 3 per message).
-    expect(report.accepted.dm).toBeGreaterThan(50);
-    expect(report.accepted.broadcast).toBeGreaterThan(10);
-    expect(report.accepted.stream).toBeGreaterThan(50);
+    // Floors far below the offered 200 DMs, 40 broadcasts and 200 publishes: with one request in flight
+    // per peer, a loaded machine's latency sets how many are accepted (21 DMs of 120 offered in 3 s was
+    // seen in CI), and the verdict above is what this test judges; throughput is bench/'s.
+    expect(report.accepted.dm).toBeGreaterThan(20);
+    expect(report.accepted.broadcast).toBeGreaterThan(5);
+    expect(report.accepted.stream).toBeGreaterThan(20);
     expect(report.delivered).toBe(report.expectedDeliveries);
     expect(report.expectedDeliveries).toBe(
       report.accepted.dm + 3 * (report.accepted.broadcast + report.accepted.stream),
