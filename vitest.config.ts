@@ -1,6 +1,7 @@
 import { defaultServerConditions } from 'vite';
 import { configDefaults, defineConfig } from 'vitest/config';
 import { TEST_BUS_SECRET } from './tests/helpers/bus-secret.js';
+import HeaviestFirst from './tests/heaviest-first.js';
 import { SLOW_TEST_FILES } from './tests/slow-files.js';
 
 /**
@@ -30,6 +31,8 @@ export default defineConfig({
     // More workers than the machine's two cores: most of a cluster test's time is spent waiting on its
     // nodes' timers (leases, heartbeats, grace periods), not on the CPU.
     maxWorkers: 3,
+    // The longest files first, so no worker is left with a two-minute file at the end (tests/heaviest-first.ts).
+    sequence: { sequencer: HeaviestFirst },
     testTimeout: 30_000,
     // Every process a test spawns (a `workbench broker`, `workbench up`'s brokers get their own) inherits
     // the cluster's bus secret, as a node's environment gives it in production.
