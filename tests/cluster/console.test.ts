@@ -17,7 +17,7 @@ import { runWorkbench, WORKBENCH } from '../helpers/cli.js';
 import { FAST_CLUSTER } from '../helpers/cluster.js';
 import { closeAllClients, connectPeer } from '../helpers/mesh.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { pause, waitFor } from '../helpers/wait.js';
+import { waitFor } from '../helpers/wait.js';
 
 /** Screenshots, for people to look at (git-ignored). */
 const ARTIFACTS = join(packageRoot(), 'test-results', 'console');
@@ -257,10 +257,9 @@ describe('the rate plots and the timeline of flag changes and promotions', () =>
       received += 1;
     });
     const SENT = 40;
-    for (let i = 1; i <= SENT; i++) {
-      await sender.send(receiverKeys.pubkey, `rate ${i}`);
-      await pause(100, 'a steady rate of messages, which the console plots');
-    }
+    // One after the other, each once `sent`: the plotted rates integrated over their samples must give
+    // the count back however the messages fall into the samples, so no pace is needed.
+    for (let i = 1; i <= SENT; i++) await sender.send(receiverKeys.pubkey, `rate ${i}`);
     await waitFor(() => received >= SENT, { timeoutMs: 10_000, what: `all ${SENT} messages received` });
 
     const plot = async (name: string) => {
@@ -539,15 +538,14 @@ describe('a browser peer through the load balancer (the SDK in Chromium)', () =>
     );
     expect(Number(await peerPage.textContent('[data-testid="welcomes"]'))).toBeGreaterThanOrEqual(2);
 
-    // The console shows live message rates while the sender keeps going (a message every 100 ms).
+    // The console shows live message rates: 20 more messages (within the sender's quota, one at a time), and
+    // the page's next sample shows their rate.
     const sending = (async () => {
-      for (let i = 1; i <= 20; i++) {
-        await sender.send(browserMember.pubkey, `rate ${i}`);
-        await pause(100, 'a steady rate of messages, which the console shows live');
-      }
+      for (let i = 1; i <= 20; i++) await sender.send(browserMember.pubkey, `rate ${i}`);
     })();
     await waitFor(async () => Number(await page.textContent('[data-testid="rate-accepted"]')) > 0, {
       timeoutMs: 5000,
+      intervalMs: 10,
       what: 'a message rate on the console',
     });
     await page.screenshot({ path: join(ARTIFACTS, 'console-rates.png'), fullPage: true });
