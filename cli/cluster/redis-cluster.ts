@@ -1,7 +1,7 @@
 /**
  * A throw-away Redis Cluster for the tests and the fan-out benchmark (docs/redis-cluster.md): three masters,
- * each with one replica, of `redis-server` processes on free loopback ports, in a temporary folder (cluster
- * config files only, no persistence), joined with `redis-cli --cluster create`. `stop()` kills every process
+ * each with one replica, of `redis-server` processes on free loopback ports, in a temporary folder (each
+ * node's settings and cluster config file only, no persistence), joined with `redis-cli --cluster create`. `stop()` kills every process
  * and removes the folder. A short `cluster-node-timeout` lets a killed master's replica take over within
  * seconds (`killMasterOf`).
  *
