@@ -3,7 +3,8 @@
  * makes (broker/redis/clients.ts; nothing connects here): a single Redis's user and password from its URL and
  * TLS for `rediss:` with the CA; a Redis Cluster's user, password and TLS on every node's connection,
  * the sharded subscriber's included. The TLS and ACL paths against a real server are
- * tests/process/redis-access.test.ts; a Redis Cluster with an ACL user is not started by any test yet.
+ * tests/process/redis-access.test.ts, and on a real Redis Cluster with an ACL user (in the clear and over
+ * TLS) tests/process/redis-cluster-access.test.ts.
  */
 import { Cluster, type Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
