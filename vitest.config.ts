@@ -1,7 +1,7 @@
 import { defaultServerConditions } from 'vite';
 import { configDefaults, defineConfig } from 'vitest/config';
-import { TEST_BUS_SECRET } from './tests/helpers/bus-secret.js';
 import HeaviestFirst from './tests/heaviest-first.js';
+import { TEST_BUS_SECRET } from './tests/helpers/bus-secret.js';
 import { SLOW_TEST_FILES } from './tests/slow-files.js';
 
 /**

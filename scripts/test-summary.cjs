@@ -23,14 +23,20 @@ for (const argument of process.argv.slice(2)) {
   for (const file of report.testResults ?? [])
     for (const test of file.assertionResults ?? [])
       if (test.status === 'failed') {
-        const reason = String(test.failureMessages?.[0] ?? '').split('\n')[0].slice(0, 300);
+        const reason = String(test.failureMessages?.[0] ?? '')
+          .split('\n')[0]
+          .slice(0, 300);
         const where = file.name.slice(file.name.indexOf('/tests/') + 1);
         console.log(`test: FAILED ${where} › ${test.fullName ?? test.title}: ${reason}`);
       }
   if (report.numFailedTestSuites > 0 && report.numFailedTests === 0)
     for (const file of report.testResults ?? [])
       if (file.status === 'failed' && (file.assertionResults ?? []).length === 0)
-        console.log(`test: FAILED ${file.name}: ${String(file.message ?? '').split('\n')[0].slice(0, 300)}`);
+        console.log(
+          `test: FAILED ${file.name}: ${String(file.message ?? '')
+            .split('\n')[0]
+            .slice(0, 300)}`,
+        );
   total.passed += report.numPassedTests;
   total.failed += report.numFailedTests;
   total.skipped += skipped;

@@ -7,14 +7,10 @@
  * socket count.
  */
 import { describe, expect, it, vi } from 'vitest';
-import {
-  Connection,
-  NODE_OUTBOUND_BUDGET,
-  OUTBOUND_HIGH_WATER,
-} from '../../broker/connections/connection.js';
+import { NODE_OUTBOUND_BUDGET, OUTBOUND_HIGH_WATER } from '../../broker/connections/connection.js';
 import { MAX_REPLY_BYTES, serializeReply } from '../../broker/ws/gateway.js';
 import { ProtocolError } from '../../protocol/errors.js';
-import { StandInSocket, standInConnection } from '../helpers/stand-in-socket.js';
+import { standInConnection } from '../helpers/stand-in-socket.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
