@@ -12,10 +12,13 @@
  * A wake-up only tells the feed to look. It may carry the item it is about (a hint). A hint of this node's
  * own accept (`local`: the row this node just committed) is written at once when it is exactly the next item
  * (seq = cursor + 1), which is what the feed would have read. A hint over the bus (`remote`, from a verified
- * envelope only: bus/envelope.ts) is never written on its word: it makes the feed read, and is written only
- * once that read shows the member's rows reach its seq (an item another session of the member acked
- * meanwhile is still this session's to get); one the read does not show is dropped. So no hint moves the
- * cursor past a row Postgres has not shown this feed (docs/design.md § The bus envelope, the hint rule).
+ * envelope only: bus/envelope.ts) is never written on its word. Right after the cursor, it is written once
+ * Postgres proves its row (the member's unacked row at that seq is that message, id and tag: one
+ * primary-key lookup, batched with the other sessions' proofs, `FeedSource.prove`); otherwise, or when the
+ * proof fails, it makes the feed read, and is written only once that read shows the member's rows reach its
+ * seq (an item another session of the member acked meanwhile is still this session's to get); one the read
+ * does not show is dropped. So no hint moves the cursor past a row Postgres has not shown this feed
+ * (docs/design.md § The bus envelope, the hint rule).
  * A lost wake-up costs latency (until the next wake-up of the member, or the periodic check), never order;
  * the first read of a session is its backlog replay.
  *
@@ -41,6 +44,8 @@ export interface FeedItem {
 /** What a feed reads: the member's unacked items after a seq, and the member's last seq at that moment. */
 export interface FeedSource {
   read(memberId: number, afterSeq: number, limit: number): Promise<{ lastSeq: number; items: FeedItem[] }>;
+  /** Whether the member's unacked row at `seq` is the message `messageId` (a bus hint's proof). */
+  prove?(memberId: number, seq: number, messageId: string): Promise<boolean>;
 }
 
 /** The socket side of a feed. */
@@ -75,6 +80,8 @@ export const FEED_PAGE = 500;
 const MAX_HINTS = 1000;
 /** A failed read is tried again after this. */
 const RETRY_MS = 1000;
+/** Hints right after the cursor proven in one go (one batched statement). */
+const PROOF_RUN = 100;
 /** Seqs whose written messageId the feed remembers, to tell a repeated hint from a rewound history's. */
 const WRITTEN_KEPT = 256;
 
@@ -83,6 +90,8 @@ export class SessionFeed implements ConnectionFeed {
   private started = false;
   private reading: Promise<void> | undefined;
   private again = false;
+  /** Something only a read answers is pending (not just a bus hint right after the cursor, to prove). */
+  private fullRead = false;
   private readonly hints = new Map<number, Hint>();
   private reads = 0;
   /** Counts rewinds: a read that began before one is of the old history and is read again. */
@@ -126,8 +135,15 @@ export class SessionFeed implements ConnectionFeed {
         this.counted('local', 1);
         return;
       }
-      if (this.hints.size < MAX_HINTS)
+      if (this.hints.size < MAX_HINTS) {
         this.hints.set(hint.seq, { frame: hint.frame, path, readsBefore: this.reads });
+        // A bus hint right after the cursor (or right after hints waiting there) needs only its proof, not
+        // a read (unless something else does).
+        if (path === 'remote' && (next || this.hints.has(hint.seq - 1)) && this.source.prove) {
+          this.requestRead(false);
+          return;
+        }
+      }
     }
     this.requestRead();
   }
@@ -145,7 +161,8 @@ export class SessionFeed implements ConnectionFeed {
     this.hints.clear();
   }
 
-  private requestRead(): void {
+  private requestRead(full = true): void {
+    if (full) this.fullRead = true;
     if (!this.started || this.reading) {
       this.again = true;
       return;
@@ -163,6 +180,8 @@ export class SessionFeed implements ConnectionFeed {
         // OUTBOUND_HIGH_WATER for it, not its backlog; the rest stays in Postgres.
         await this.socket.whenDrained();
         if (!this.socket.isOpen) return;
+        if (!this.fullRead && (await this.writeProvenHints())) continue;
+        this.fullRead = false;
         const readNo = ++this.reads;
         const from = this.cursor;
         const rewinds = this.rewinds;
@@ -239,6 +258,55 @@ export class SessionFeed implements ConnectionFeed {
       const unshown = hint.path === 'remote' && seq > shownUpTo && hint.readsBefore < readNo;
       if (seq <= this.cursor || unshown) this.hints.delete(seq);
     }
+    this.writeLocalHints();
+    // A hint beyond a gap, or one over the bus that came during the read: read again (once for the latter).
+    if (this.hints.size > 0) this.again = true;
+  }
+
+  /**
+   * The cheap path of bus hints right after the cursor: the run of hints from cursor + 1 on (at most
+   * PROOF_RUN) is proven at once (one batched statement), and written in seq order without a read as far as
+   * each is proven (a local hint needs no proof). False when there is no such hint or the first is not
+   * proven (or the feed moved meanwhile): the caller reads, which writes a hint if its row is shown and drops
+   * it otherwise. A run cut short by an unproven hint asks for that read.
+   */
+  private async writeProvenHints(): Promise<boolean> {
+    const from = this.cursor + 1;
+    const run: Array<{ seq: number; hint: Hint }> = [];
+    for (let seq = from; run.length < PROOF_RUN; seq++) {
+      const hint = this.hints.get(seq);
+      if (!hint) break;
+      run.push({ seq, hint });
+    }
+    // Woken only for hints, and they were all written meanwhile: nothing is owed that a read would find.
+    if (this.hints.size === 0) return true;
+    if (run[0]?.hint.path !== 'remote' || !this.source.prove) return false;
+    const rewinds = this.rewinds;
+    const proven = await Promise.all(
+      run.map(({ seq, hint }) =>
+        hint.path === 'local' ? true : this.source.prove!(this.memberId, seq, hint.frame.messageId),
+      ),
+    );
+    if (!proven[0] || rewinds !== this.rewinds || this.cursor !== from - 1) return false;
+    for (const [i, { seq, hint }] of run.entries()) {
+      if (!this.socket.isOpen) return true; // the loop ends
+      if (this.hints.get(seq) !== hint) break; // superseded meanwhile: the next round looks again
+      if (!proven[i]) {
+        this.fullRead = true; // an unproven hint: only a read can tell
+        break;
+      }
+      if (this.socket.congested) break; // proven again once the peer caught up
+      this.hints.delete(seq);
+      this.write({ seq, frame: hint.frame });
+      this.counted(hint.path, 1);
+    }
+    this.writeLocalHints();
+    if (this.hints.size > 0) this.again = true;
+    return true;
+  }
+
+  /** Local hints right after the cursor: written, as a read would have written them. */
+  private writeLocalHints(): void {
     let next = this.hints.get(this.cursor + 1);
     while (next?.path === 'local' && !this.socket.congested) {
       this.hints.delete(this.cursor + 1);
@@ -246,8 +314,6 @@ export class SessionFeed implements ConnectionFeed {
       this.counted('local', 1);
       next = this.hints.get(this.cursor + 1);
     }
-    // A hint beyond a gap, or one over the bus that came during the read: read again (once for the latter).
-    if (this.hints.size > 0) this.again = true;
   }
 
   private write(item: FeedItem): void {

@@ -12,6 +12,7 @@ import { type AcceptPolicy, acceptBatch } from './accept.js';
 import { type AckRequest, ackBatch } from './acks.js';
 import type { FeedItem, FeedSource } from './feed.js';
 import { GroupCommit } from './group-commit.js';
+import { type HintRow, proveHints } from './hint-proof.js';
 import {
   type AcceptedMessage,
   MESSAGE_COLUMNS,
@@ -35,6 +36,7 @@ export interface MessageStoreOptions extends AcceptPolicy {
 export class MessageStore implements FeedSource {
   private readonly accepts: GroupCommit<{ sender: Sender; message: NewMessage }, AcceptedMessage>;
   private readonly acks: GroupCommit<AckRequest, void>;
+  private readonly proofs: GroupCommit<HintRow, boolean>;
 
   constructor(
     private readonly pool: Pool,
@@ -56,6 +58,16 @@ export class MessageStore implements FeedSource {
       write: (batch) => ackBatch(pool, batch),
       onBatch: (size) => options.onBatch?.('ack', size),
     });
+    this.proofs = new GroupCommit({
+      maxBatch: 1000,
+      maxInFlight: 2,
+      write: (batch) => proveHints(pool, batch),
+    });
+  }
+
+  /** Whether the member's unacked row at `seq` is the message `messageId`: a bus hint's proof (batched). */
+  prove(memberId: number, seq: number, messageId: string): Promise<boolean> {
+    return this.proofs.submit({ memberId, seq, messageId });
   }
 
   /**

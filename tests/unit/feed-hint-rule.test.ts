@@ -99,3 +99,58 @@ describe('a hint over the bus', () => {
     expect(out.written).toEqual(['from postgres']);
   });
 });
+
+/** Rows that can also prove a hint, as MessageStore.prove does: the unacked row at that seq is that message. */
+class ProvingRows extends Rows {
+  proofs = 0;
+  async prove(_memberId: number, seq: number, messageId: string) {
+    this.proofs++;
+    return this.unacked.get(seq)?.messageId === messageId;
+  }
+}
+
+describe('a hint over the bus, with proofs', () => {
+  it('right after the cursor, proven: written without a read', async () => {
+    const rows = new ProvingRows();
+    const { feed, out, counted } = await startedFeed(rows);
+    const reads = rows.reads;
+    for (let i = 0; i < 3; i++) feed.wake(rows.add(), 'remote');
+    await waitFor(() => out.written.length === 3);
+    expect(out.written).toEqual(['m1', 'm2', 'm3']);
+    expect(counted).toEqual({ remote: 3 });
+    expect({ reads: rows.reads - reads, proofs: rows.proofs }).toEqual({ reads: 0, proofs: 3 });
+  });
+
+  it('naming another message at a real seq: not proven, and the read writes the row, never the hint', async () => {
+    const rows = new ProvingRows();
+    const { feed, out } = await startedFeed(rows);
+    const row = rows.add('from postgres');
+    feed.wake({ seq: row.seq, frame: { ...frame(99, 'forged'), messageId: '99' } }, 'remote');
+    await waitFor(() => out.written.length === 1);
+    expect(out.written).toEqual(['from postgres']);
+    expect(rows.proofs).toBe(1);
+  });
+
+  it('acked by another session meanwhile: not proven, and the read shows it is owed (written once)', async () => {
+    const rows = new ProvingRows();
+    const { feed, out, counted } = await startedFeed(rows);
+    const one = rows.add();
+    rows.unacked.delete(one.seq);
+    feed.wake(one, 'remote');
+    await waitFor(() => out.written.length === 1);
+    expect(out.written).toEqual(['m1']);
+    expect(counted).toEqual({ remote: 1 });
+    expect(rows.proofs).toBe(1);
+  });
+
+  it('beyond a gap: no proof, a read', async () => {
+    const rows = new ProvingRows();
+    const { feed, out } = await startedFeed(rows);
+    rows.add();
+    const two = rows.add();
+    feed.wake(two, 'remote');
+    await waitFor(() => out.written.length === 2);
+    expect(out.written).toEqual(['m1', 'm2']);
+    expect(rows.proofs).toBe(0);
+  });
+});
