@@ -59,7 +59,7 @@ export class BrokerMetrics {
 
   readonly deliveries = new Counter({
     name: 'mesh_broker_deliveries_total',
-    help: 'Durable frames written to sessions by their feeds, by path (local: a hint of this node, remote: a hint over the bus once a read showed its row, backlog: a read from Postgres)',
+    help: 'Durable frames written to sessions by their feeds, by path (local: a hint of this node, remote: a hint over the bus once Postgres showed its row, backlog: a read from Postgres)',
     labelNames: ['path'],
     registers: [this.registry],
   });
