@@ -630,8 +630,8 @@ describe("phase 4's database: Patroni elects the primary, HAProxy routes to it (
     };
     expect(text).toMatch(/^frontend write\n {2}bind :5432\n {2}default_backend primary$/m);
     expect(text).toMatch(/^frontend read\n {2}bind :5433\n {2}default_backend replica$/m);
-    expect(backend('primary')).toContain('option httpchk GET /primary');
-    expect(backend('replica')).toMatch(/option httpchk GET \/replica\?lag=\d+/);
+    expect(backend('primary')).toContain('option httpchk OPTIONS /primary');
+    expect(backend('replica')).toMatch(/option httpchk OPTIONS \/replica\?lag=\d+/);
     for (const member of PATRONI_MEMBERS) {
       expect(backend('primary')).toContain(`server ${member} ${member}:5432 check port 8008`);
       expect(backend('replica')).toMatch(new RegExp(`${member}:5432 backup track primary/${member}`));

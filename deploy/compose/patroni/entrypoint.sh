@@ -80,6 +80,10 @@ postgresql:
   data_dir: $HOME_DIR/patroni/data
   bin_dir: /usr/lib/postgresql/15/bin
   pgpass: $HOME_DIR/patroni/pgpass
+  # A replica's clone asks the leader for an immediate checkpoint: the default (spread) one makes an idle
+  # leader's replica wait minutes for its first base backup (seen in tests/containers/phase4-database.test.ts).
+  basebackup:
+    - checkpoint: fast
   # The socket is for this container only (peer: the postgres user of the container); everything over
   # TCP gives a password.
   pg_hba:
