@@ -22,6 +22,14 @@
 #   mesh-local/haproxy-for-traefik    NOT Traefik (no binary of it here): Debian's haproxy, for the compose test's
 #                                     substitute (deploy/compose/test-substitutes.yml), configured from the
 #                                     phase's Traefik file by tests/containers/compose-stack.test.ts.
+#   mesh-local/patroni:15             phase 4's database members (phases/phase4/compose.yml): Debian's patroni 3.0,
+#                                     postgresql-15 and python3-etcd; no entrypoint of its own (the compose file
+#                                     runs deploy/compose/patroni/entrypoint.sh). No official image exists: a
+#                                     real deployment builds this one (or sets MESH_PATRONI_IMAGE).
+#   quay.io/coreos/etcd:v3.4.23       Debian's etcd-server and etcd-client (3.4.23, the tag's version): `etcd`
+#                                     and `etcdctl` on the PATH; the compose file gives etcd's arguments.
+#   haproxy:2.6                       Debian's haproxy 2.6 with bash (the health check's /dev/tcp), run as the
+#                                     compose file's command says; phase 4's database balancer.
 #
 # Grafana has no stand-in. Every image carries the label mesh-broker.stand-in=true.
 #
@@ -68,8 +76,18 @@ for tag in "$POSTGRES_TAG" "$REDIS_TAG" "$PROMETHEUS_TAG" "$UNLEASH_TAG"; do
   [ -n "$tag" ] || { log "could not read the services' images from $COMPOSE_FILE"; exit 1; }
 done
 UNLEASH_VERSION=${UNLEASH_TAG##*:}
+# Phase 4's images: the defaults of their variables in its override (e.g. ${MESH_ETCD_IMAGE:-…}).
+PHASE4_FILE=$ROOT/phases/phase4/compose.yml
+default_of() { sed -n "s/.*\${$1:-\([^}]*\)}.*/\1/p" "$PHASE4_FILE" | head -n 1; }
+PATRONI_TAG=$(default_of MESH_PATRONI_IMAGE)
+ETCD_TAG=$(default_of MESH_ETCD_IMAGE)
+PG_BALANCER_TAG=$(default_of MESH_PG_BALANCER_IMAGE)
+for tag in "$PATRONI_TAG" "$ETCD_TAG" "$PG_BALANCER_TAG"; do
+  [ -n "$tag" ] || { log "could not read phase 4's images from $PHASE4_FILE"; exit 1; }
+done
 
-ALL=("$POSTGRES_TAG" "$REDIS_TAG" "$PROMETHEUS_TAG" "$UNLEASH_TAG" "$HAPROXY_TAG" "$SERVICES_TAG" "$DEBIAN_TAG")
+ALL=("$POSTGRES_TAG" "$REDIS_TAG" "$PROMETHEUS_TAG" "$UNLEASH_TAG" "$HAPROXY_TAG" "$PATRONI_TAG" "$ETCD_TAG"
+  "$PG_BALANCER_TAG" "$SERVICES_TAG" "$DEBIAN_TAG")
 if [ "$REMOVE" = 1 ]; then
   for tag in "${ALL[@]}"; do
     if "$DOCKER" image inspect "$tag" >/dev/null 2>&1; then
@@ -295,4 +313,46 @@ DOCKERFILE
   build "$HAPROXY_TAG" "$WORK/haproxy"
 fi
 
-log "ready: $POSTGRES_TAG $REDIS_TAG $PROMETHEUS_TAG $UNLEASH_TAG $HAPROXY_TAG"
+# 8. Phase 4's database: Patroni members, etcd, and the balancer in front of them.
+if ! present "$PATRONI_TAG"; then
+  mkdir -p "$WORK/patroni"
+  cat >"$WORK/patroni/Dockerfile" <<DOCKERFILE
+FROM $SERVICES_TAG
+LABEL org.opencontainers.image.description="Phase 4's Patroni member: Debian's patroni, postgresql-15 and python3-etcd (scripts/containers/service-images.sh)"
+RUN apt-get update -qq \\
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends patroni python3-etcd >/dev/null \\
+ && apt-get clean && rm -rf /var/lib/apt/lists/* \\
+ && patroni --version
+ENV PATH=/usr/lib/postgresql/15/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+EXPOSE 5432 8008
+CMD ["patroni", "--help"]
+DOCKERFILE
+  build "$PATRONI_TAG" "$WORK/patroni"
+fi
+if ! present "$ETCD_TAG"; then
+  mkdir -p "$WORK/etcd"
+  cat >"$WORK/etcd/Dockerfile" <<DOCKERFILE
+FROM $SERVICES_TAG
+LABEL org.opencontainers.image.description="STAND-IN for $ETCD_TAG: Debian's etcd-server and etcd-client (scripts/containers/service-images.sh)"
+RUN apt-get update -qq \\
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends etcd-server etcd-client >/dev/null \\
+ && apt-get clean && rm -rf /var/lib/apt/lists/* \\
+ && etcd --version && mkdir -p /var/lib/etcd
+EXPOSE 2379 2380
+CMD ["etcd"]
+DOCKERFILE
+  build "$ETCD_TAG" "$WORK/etcd"
+fi
+if ! present "$PG_BALANCER_TAG"; then
+  mkdir -p "$WORK/pg-balancer"
+  cat >"$WORK/pg-balancer/Dockerfile" <<DOCKERFILE
+FROM $SERVICES_TAG
+LABEL org.opencontainers.image.description="STAND-IN for $PG_BALANCER_TAG: Debian's haproxy (scripts/containers/service-images.sh)"
+RUN mkdir -p /usr/local/etc/haproxy
+STOPSIGNAL SIGUSR1
+CMD ["haproxy", "-W", "-db", "-f", "/usr/local/etc/haproxy/haproxy.cfg"]
+DOCKERFILE
+  build "$PG_BALANCER_TAG" "$WORK/pg-balancer"
+fi
+
+log "ready: $POSTGRES_TAG $REDIS_TAG $PROMETHEUS_TAG $UNLEASH_TAG $HAPROXY_TAG $PATRONI_TAG $ETCD_TAG $PG_BALANCER_TAG"

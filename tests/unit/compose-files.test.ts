@@ -46,6 +46,16 @@ const SECRETS = {
   MESH_REDIS_PASSWORD: '0123456789abcdef7e3d',
 };
 
+/** Phase 4's own (its Patroni cluster, phases/phase4/compose.yml), required there and only there. */
+const PHASE4_SECRETS = {
+  MESH_PATRONI_REPLICATION_PASSWORD: 'test-patroni-replication-4b7e',
+  MESH_PATRONI_REST_PASSWORD: 'test-patroni-rest-9d1a',
+};
+const ALL_SECRETS = { ...SECRETS, ...PHASE4_SECRETS };
+/** Phase 4's database (docs/deploy.md § Phase 4's database): the services phases 0-3 do not have. */
+const PATRONI_MEMBERS = ['patroni-1', 'patroni-2'];
+const PHASE4_DATABASE = ['etcd', ...PATRONI_MEMBERS];
+
 /** Values a real deployment must never run with (the old files had several of them). */
 const KNOWN_DEFAULTS = [
   /change-me/i,
@@ -104,14 +114,14 @@ function composeOk(phase: number, files: string[]): string {
   const result = spawnSync(
     'docker-compose',
     ['--env-file', emptyEnvFile, '-p', PROJECT, ...composeFiles(phase), ...files, 'config'],
-    { cwd: root, encoding: 'utf8', env: { PATH: process.env.PATH, HOME: process.env.HOME, ...SECRETS } },
+    { cwd: root, encoding: 'utf8', env: { PATH: process.env.PATH, HOME: process.env.HOME, ...ALL_SECRETS } },
   );
   expect(result.status, result.stderr).toBe(0);
   return result.stdout;
 }
 
 /** The merged configuration docker-compose prints (each phase and set of variables asked once). */
-function mergedConfig(phase: number, variables: Record<string, string> = SECRETS): Merged {
+function mergedConfig(phase: number, variables: Record<string, string> = ALL_SECRETS): Merged {
   const key = JSON.stringify([phase, variables]);
   if (!merged.has(key)) {
     const result = compose(phase, variables);
@@ -188,8 +198,23 @@ beforeAll(() => {
 
 describe('the compose files as docker-compose 1.29 reads them', () => {
   it.each(PHASES)('phase %i: `config -q` accepts the base file with the phase override', (phase) => {
-    const result = compose(phase, SECRETS, ['-q']);
+    const result = compose(phase, ALL_SECRETS, ['-q']);
     expect(result.status, result.stderr).toBe(0);
+  });
+
+  it.each(Object.keys(ALL_SECRETS))(
+    'phase 4 without %s does not configure, and the error names the variable',
+    (variable) => {
+      const { [variable]: _left, ...others } = ALL_SECRETS as Record<string, string>;
+      const result = compose(4, others, ['-q']);
+      expect(result.status).not.toBe(0);
+      expect(result.stderr).toContain(`set ${variable}`);
+    },
+  );
+
+  it("phases 0-3 need none of phase 4's secrets", () => {
+    for (const phase of [0, 1, 2, 3])
+      expect(compose(phase, SECRETS, ['-q']).status, `phase ${phase}`).toBe(0);
   });
 
   it.each(Object.keys(SECRETS))(
@@ -211,9 +236,11 @@ describe('the compose files as docker-compose 1.29 reads them', () => {
   });
 
   it('the address ports are published on is overridable (MESH_BIND_ADDRESS)', () => {
-    const other = mergedConfig(3, { ...SECRETS, MESH_BIND_ADDRESS: '10.1.2.3' });
-    for (const [name, service] of Object.entries(other.services))
-      for (const port of portsOf(service)) expect(port.hostIp, name).toBe('10.1.2.3');
+    for (const phase of [3, 4]) {
+      const other = mergedConfig(phase, { ...ALL_SECRETS, MESH_BIND_ADDRESS: '10.1.2.3' });
+      for (const [name, service] of Object.entries(other.services))
+        for (const port of portsOf(service)) expect(port.hostIp, `phase ${phase} ${name}`).toBe('10.1.2.3');
+    }
   });
 
   it('a bad override is refused with a message naming what is wrong', () => {
@@ -294,7 +321,11 @@ describe.each(PHASES)('phase %i: the merged configuration', (phase) => {
     const text = JSON.stringify(config);
     for (const pattern of KNOWN_DEFAULTS) expect(text).not.toMatch(pattern);
     const env = (service: string) => config.services[service]!.environment ?? {};
-    expect(env('postgres').POSTGRES_PASSWORD).toBe(SECRETS.POSTGRES_PASSWORD);
+    // The superuser's password is Postgres's: the single server's, or each Patroni member's (phase 4).
+    if (phase === 4)
+      for (const member of PATRONI_MEMBERS)
+        expect(env(member).PATRONI_SUPERUSER_PASSWORD, member).toBe(SECRETS.POSTGRES_PASSWORD);
+    else expect(env('postgres').POSTGRES_PASSWORD).toBe(SECRETS.POSTGRES_PASSWORD);
     expect(env('grafana').GF_SECURITY_ADMIN_PASSWORD).toBe(SECRETS.GRAFANA_ADMIN_PASSWORD);
     expect(env('grafana').GRAFANA_DB_PASSWORD).toBe(SECRETS.GRAFANA_DB_PASSWORD);
     expect(env('unleash').UNLEASH_DEFAULT_ADMIN_PASSWORD).toBe(SECRETS.UNLEASH_ADMIN_PASSWORD);
@@ -332,7 +363,8 @@ describe.each(PHASES)('phase %i: the merged configuration', (phase) => {
     // Secrets go through the environment, never on a command line (visible in `ps`).
     for (const [name, service] of Object.entries(config.services)) {
       const command = JSON.stringify(service.command ?? []);
-      for (const secret of Object.values(SECRETS)) expect(command, `${name} command`).not.toContain(secret);
+      for (const secret of Object.values(ALL_SECRETS))
+        expect(command, `${name} command`).not.toContain(secret);
     }
   });
 
@@ -456,28 +488,47 @@ describe.each(PHASES)('phase %i: the merged configuration', (phase) => {
           expect(Object.keys(config.volumes ?? {}), `${name}: volume ${mount.source}`).toContain(
             mount.source,
           );
-    const postgres = config.services.postgres!;
-    expect(mountAt(postgres, '/var/lib/postgresql/data')).toBe('pgdata');
-    const init = mountAt(postgres, '/docker-entrypoint-initdb.d');
-    expect(existsSync(join(init, '10-roles.sh'))).toBe(true);
-    for (const variable of [
-      'MESH_OWNER_DB_PASSWORD',
-      'MESH_BROKER_DB_PASSWORD',
-      'MESH_VERIFIER_DB_PASSWORD',
-      'UNLEASH_DB_PASSWORD',
-      'GRAFANA_DB_PASSWORD',
-    ])
-      expect(postgres.environment?.[variable], variable).toBe(SECRETS[variable as keyof typeof SECRETS]);
+    // Phase 4: the init scripts run on the Patroni cluster's leader (post_bootstrap), each member keeps
+    // its data in a volume of its own, and phase 3's pgdata is left as it was (read-only, unused).
+    const servers = phase === 4 ? PATRONI_MEMBERS : ['postgres'];
+    if (phase === 4) {
+      expect(mountsOf(config.services.postgres!)).toContainEqual({
+        source: 'pgdata',
+        target: '/var/lib/postgresql/data',
+      });
+      expect(config.services.postgres!.volumes).toContain('pgdata:/var/lib/postgresql/data:ro');
+    }
+    for (const server of servers) {
+      const service = config.services[server]!;
+      const data = phase === 4 ? '/var/lib/postgresql/patroni' : '/var/lib/postgresql/data';
+      expect(mountAt(service, data), `${server} data`).toBe(phase === 4 ? `${server}-data` : 'pgdata');
+      const init = mountAt(service, '/docker-entrypoint-initdb.d');
+      expect(existsSync(join(init, '10-roles.sh'))).toBe(true);
+      expect(existsSync(join(init, '20-grafana.sh'))).toBe(true);
+      for (const variable of [
+        'MESH_OWNER_DB_PASSWORD',
+        'MESH_BROKER_DB_PASSWORD',
+        'MESH_VERIFIER_DB_PASSWORD',
+        'UNLEASH_DB_PASSWORD',
+        'GRAFANA_DB_PASSWORD',
+      ])
+        expect(service.environment?.[variable], `${server} ${variable}`).toBe(
+          SECRETS[variable as keyof typeof SECRETS],
+        );
+    }
   });
 });
 
 describe('one project for every phase', () => {
-  it('the phases differ only in brokers, Traefik and Prometheus targets: data, database and Unleash stay', () => {
+  it("the phases differ only in brokers, Traefik and Prometheus targets (and phase 4's database): data and Unleash stay", () => {
     const configs = PHASES.map((phase) => mergedConfig(phase));
+    // Phase 4's database services (the balancer under the name `postgres`, etcd, Patroni) and their
+    // volumes are checked in their own describe below; everything else is the same in every phase.
+    const database = ['postgres', ...PHASE4_DATABASE];
     const shared = (config: Merged) => {
       const { traefik, prometheus, ...services } = config.services;
       const rest = Object.fromEntries(
-        Object.entries(services).filter(([name]) => !/^broker-\d+$/.test(name)),
+        Object.entries(services).filter(([name]) => !/^broker-\d+$/.test(name) && !database.includes(name)),
       );
       const strip = (s: Service) => ({
         ...s,
@@ -485,17 +536,23 @@ describe('one project for every phase', () => {
           (m) => !m.target.includes('/dynamic/mesh.yml') && !m.target.includes('/targets/'),
         ),
       });
-      return { rest, traefik: strip(traefik!), prometheus: strip(prometheus!), volumes: config.volumes };
+      const volumes = Object.fromEntries(
+        Object.entries(config.volumes ?? {}).filter(([name]) => !/^(etcd|patroni-\d+)-data$/.test(name)),
+      );
+      return { rest, traefik: strip(traefik!), prometheus: strip(prometheus!), volumes };
     };
     for (const config of configs.slice(1)) expect(shared(config)).toEqual(shared(configs[0]!));
-    expect(Object.keys(configs[0]!.volumes ?? {})).toContain('pgdata');
+    // The database service of phases 0-3 is one and the same.
+    for (const config of configs.slice(1, 4))
+      expect(config.services.postgres).toEqual(configs[0]!.services.postgres);
+    for (const config of configs) expect(Object.keys(config.volumes ?? {})).toContain('pgdata');
   });
 
   it.each([0, 1, 2, 3])(
     'phase %i → next with MESH_FLAGS_PHASE kept: the running brokers are configured exactly as before (not recreated)',
     (phase) => {
       const before = mergedConfig(phase);
-      const after = mergedConfig(phase + 1, { ...SECRETS, MESH_FLAGS_PHASE: String(phase) });
+      const after = mergedConfig(phase + 1, { ...ALL_SECRETS, MESH_FLAGS_PHASE: String(phase) });
       for (const broker of brokersOf(before))
         expect(after.services[broker], broker).toEqual(before.services[broker]);
       expect(brokersOf(after).length).toBeGreaterThanOrEqual(brokersOf(before).length);
@@ -509,6 +566,122 @@ describe('one project for every phase', () => {
       '/etc/traefik/dynamic/mesh.yml',
     );
     expect(relative(root, PROJECT_DIR)).toBe(join('deploy', 'compose'));
+  });
+});
+
+describe("phase 4's database: Patroni elects the primary, HAProxy routes to it (docs/deploy.md)", () => {
+  let config: Merged;
+  beforeAll(() => {
+    config = mergedConfig(4);
+  });
+  const haproxyConfig = () =>
+    readFileSync(mountAt(config.services.postgres!, '/usr/local/etc/haproxy/haproxy.cfg'), 'utf8');
+
+  it('has etcd and two Patroni members, each on a data volume of its own, after etcd', () => {
+    for (const name of PHASE4_DATABASE) expect(Object.keys(config.services)).toContain(name);
+    for (const phase of [0, 1, 2, 3])
+      for (const name of PHASE4_DATABASE)
+        expect(Object.keys(mergedConfig(phase).services), `phase ${phase}`).not.toContain(name);
+    expect(mountAt(config.services.etcd!, '/var/lib/etcd')).toBe('etcd-data');
+    const volumes = PATRONI_MEMBERS.map((member) => {
+      const service = config.services[member]!;
+      const env = service.environment!;
+      expect(service.depends_on?.etcd?.condition, `${member} after etcd`).toBe('service_healthy');
+      expect(env.PATRONI_NAME, member).toBe(member);
+      expect(env.PATRONI_POSTGRESQL_CONNECT_ADDRESS, member).toBe(`${member}:5432`);
+      expect(env.PATRONI_RESTAPI_CONNECT_ADDRESS, member).toBe(`${member}:8008`);
+      expect(env.PATRONI_REPLICATION_PASSWORD).toBe(PHASE4_SECRETS.MESH_PATRONI_REPLICATION_PASSWORD);
+      expect(env.PATRONI_RESTAPI_PASSWORD).toBe(PHASE4_SECRETS.MESH_PATRONI_REST_PASSWORD);
+      const entry = mountAt(service, '/etc/mesh-patroni');
+      expect(existsSync(join(entry, 'entrypoint.sh')) && existsSync(join(entry, 'post-bootstrap.sh'))).toBe(
+        true,
+      );
+      expect(service.command).toEqual(['sh', '/etc/mesh-patroni/entrypoint.sh']);
+      return mountAt(service, '/var/lib/postgresql/patroni');
+    });
+    expect(new Set(volumes).size).toBe(PATRONI_MEMBERS.length);
+    for (const volume of volumes) expect(Object.keys(config.volumes ?? {})).toContain(volume);
+  });
+
+  it("the brokers' DATABASE_URL is mesh_broker's through the balancer, which holds no secret and runs HAProxy", () => {
+    const balancer = config.services.postgres!;
+    expect(JSON.stringify(balancer.command)).toContain('haproxy');
+    expect(balancer.image).toMatch(/haproxy/);
+    for (const [variable, value] of Object.entries(balancer.environment ?? {}))
+      expect(value, `the balancer's ${variable}`).toBe('');
+    for (const name of [...brokersOf(config), 'migrate', 'audit-verifier']) {
+      const url = new URL(config.services[name]!.environment!.DATABASE_URL!);
+      expect(url.host, `${name} DATABASE_URL`).toBe('postgres:5432');
+      expect(config.services[name]!.depends_on?.postgres?.condition, `${name} after a leader`).toBe(
+        'service_healthy',
+      );
+    }
+    const broker = new URL(config.services['broker-1']!.environment!.DATABASE_URL!);
+    expect([broker.username, broker.password]).toEqual(['mesh_broker', SECRETS.MESH_BROKER_DB_PASSWORD]);
+    expect(config.services.unleash!.environment!.DATABASE_HOST).toBe('postgres');
+  });
+
+  it("HAProxy's write port checks Patroni's /primary, its read port /replica, its health a leader; the file is valid", () => {
+    const text = haproxyConfig();
+    const backend = (name: string) => {
+      const match = new RegExp(`^backend ${name}\\n((?:  .*\\n?)*)`, 'm').exec(text);
+      expect(match, `backend ${name}`).not.toBeNull();
+      return match![1]!;
+    };
+    expect(text).toMatch(/^frontend write\n {2}bind :5432\n {2}default_backend primary$/m);
+    expect(text).toMatch(/^frontend read\n {2}bind :5433\n {2}default_backend replica$/m);
+    expect(backend('primary')).toContain('option httpchk OPTIONS /primary');
+    expect(backend('replica')).toMatch(/option httpchk OPTIONS \/replica\?lag=\d+/);
+    for (const member of PATRONI_MEMBERS) {
+      expect(backend('primary')).toContain(`server ${member} ${member}:5432 check port 8008`);
+      expect(backend('replica')).toMatch(new RegExp(`${member}:5432 backup track primary/${member}`));
+    }
+    expect(text).toContain('on-marked-down shutdown-sessions');
+    expect(text).toContain('monitor fail if { nbsrv(primary) lt 1 }');
+    expect(JSON.stringify(config.services.postgres!.healthcheck?.test)).toContain('/dev/tcp/127.0.0.1/8404');
+    // Read by a real HAProxy (the members' names do not resolve here: only warnings).
+    const setup = spawnSync('bash', [join(root, 'scripts', 'require-packages.sh'), 'haproxy'], {
+      encoding: 'utf8',
+    });
+    expect(setup.status, setup.stderr).toBe(0);
+    const check = spawnSync(
+      'haproxy',
+      ['-c', '-f', mountAt(config.services.postgres!, '/usr/local/etc/haproxy/haproxy.cfg')],
+      {
+        encoding: 'utf8',
+      },
+    );
+    expect(check.status, check.stderr).toBe(0);
+  });
+
+  it("nothing new is published on the host: the balancer takes Postgres's port, etcd and Patroni none", () => {
+    const published = (merged: Merged) =>
+      Object.entries(merged.services)
+        .filter(([name]) => !/^broker-\d+$/.test(name))
+        .flatMap(([name, service]) => portsOf(service).map((p) => `${name} ${p.published}:${p.target}`))
+        .sort();
+    expect(published(config)).toEqual(published(mergedConfig(3)));
+    for (const name of PHASE4_DATABASE) expect(config.services[name]!.ports ?? [], name).toEqual([]);
+  });
+
+  it('synchronous mode is MESH_PATRONI_SYNCHRONOUS (default false), and the entrypoint refuses anything but true or false', () => {
+    for (const member of PATRONI_MEMBERS)
+      expect(config.services[member]!.environment!.MESH_PATRONI_SYNCHRONOUS).toBe('false');
+    const sync = mergedConfig(4, { ...ALL_SECRETS, MESH_PATRONI_SYNCHRONOUS: 'true' });
+    for (const member of PATRONI_MEMBERS)
+      expect(sync.services[member]!.environment!.MESH_PATRONI_SYNCHRONOUS).toBe('true');
+    // The entrypoint's check comes before it writes or runs anything.
+    const entry = join(mountAt(config.services['patroni-1']!, '/etc/mesh-patroni'), 'entrypoint.sh');
+    const refused = spawnSync('sh', [entry], {
+      encoding: 'utf8',
+      env: {
+        PATH: process.env.PATH,
+        ...config.services['patroni-1']!.environment,
+        MESH_PATRONI_SYNCHRONOUS: 'yes',
+      } as NodeJS.ProcessEnv,
+    });
+    expect(refused.status).toBe(2);
+    expect(refused.stderr).toContain('MESH_PATRONI_SYNCHRONOUS must be true or false, not "yes"');
   });
 });
 
