@@ -47,10 +47,19 @@ export async function startPrivateRedis(dir: string, prefix: string): Promise<Pr
   chmodSync(configFile, 0o600); // `mode` applies only to a file writeFileSync creates
   const log = openPrivateLog(dir, 'redis.log');
   const child = spawn('redis-server', [configFile], { detached: true, stdio: ['ignore', log, log] });
+  // Not installed: an 'error' event, which unheard would end the process without saying why.
+  let missing: Error | undefined;
+  child.once('error', (error) => {
+    missing = error;
+  });
   child.unref();
   closeSync(log);
   const deadline = Date.now() + 10_000;
   while (!(await answers(port))) {
+    if (missing)
+      throw new Error(
+        `redis-server could not be started (${missing.message}): apt-get install -y redis-server, or name a Redis with --redis-url`,
+      );
     if (child.exitCode !== null || Date.now() > deadline) {
       child.kill('SIGKILL');
       throw new Error(`redis-server on port ${port} did not start (see .workbench/logs/redis.log)`);

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { MeshClient } from '@mesh-broker/sdk';
+import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { BROKER_ROLE, databaseUrlAs } from '../../broker/db/roles.js';
@@ -111,6 +112,17 @@ describe('workbench up --phase 4 (two simulated regions)', { timeout: 240_000 },
     const credentials = new URL(regions.list[0]!.redis.url);
     expect(credentials.username).toBe('broker');
     expect(credentials.password).toMatch(/^[0-9a-f]{48}$/);
+    // Without them, nothing: the default user is off (the error handler: the refused ready check).
+    const anonymous = new Redis(`redis://127.0.0.1:${credentials.port}`, {
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+      lazyConnect: true,
+      enableReadyCheck: false,
+    });
+    anonymous.on('error', () => {});
+    await anonymous.connect();
+    await expect(anonymous.get(`${cluster.redisKeyPrefix}x`)).rejects.toThrow(/NOAUTH/);
+    anonymous.disconnect();
     const redisLink = (from: string) =>
       `redis://broker:${credentials.password}@${regions.links.find((l) => l.from === from && l.service === 'redis')!.address}`;
     expect(b1.env).toMatchObject({
