@@ -9,6 +9,9 @@ bash scripts/require-services.sh
 bash scripts/require-packages.sh haproxy patroni etcd-server python3-etcd
 
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/meshbroker}"
+# The cluster gets a Redis of its own (default user off, the brokers' ACL user, its password in
+# .workbench/ only): a REDIS_URL of the caller's shell would name one instead (docs/design.md § Redis access).
+unset REDIS_URL
 node dist/cli/main.js up --phase "${PHASE:-3}" --port "${PORT:-8080}"
 # From here on, whatever ends this script (Ctrl-C, a failure) stops the console and the cluster it started.
 sleeper=""

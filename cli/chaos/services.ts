@@ -283,6 +283,19 @@ export class ThrowawayRedis {
     if (this.configDir) rmSync(this.configDir, { recursive: true, force: true });
   }
 
+  /**
+   * Kills it at once and removes its configuration file, synchronously: a last-resort cleanup on the
+   * process's exit (cli/cluster/exit-cleanup.ts), where nothing can be awaited.
+   */
+  killNow(): void {
+    try {
+      if (this.child?.pid) process.kill(this.child.pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+    if (this.configDir) rmSync(this.configDir, { recursive: true, force: true });
+  }
+
   /** Freezes the server for `ms` (SIGSTOP, then SIGCONT): connections stay open and nothing answers. */
   async stall(ms: number, signal?: AbortSignal): Promise<void> {
     const child = this.child;

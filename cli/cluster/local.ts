@@ -1,6 +1,7 @@
 /**
- * A local cluster for a phase, run natively: K broker processes (compiled JS), the machine's Postgres and
- * Redis (a database and a key prefix of its own), and a load balancer running the phase's Traefik file:
+ * A local cluster for a phase, run natively: K broker processes (compiled JS), the machine's Postgres (a
+ * database of its own), a Redis of its own with an ACL user (./private-redis.ts; or the one named with
+ * --redis-url / REDIS_URL, a key prefix of its own there), and a load balancer running the phase's Traefik file:
  * Traefik itself when a `traefik` binary is on PATH, else HAProxy configured from it. Its
  * state lives in `.workbench/` of the working directory: cluster.json, logs, the flags of the running
  * environment (a copy of the phase preset, so flips never edit the repository's files). The folder and its
@@ -28,10 +29,12 @@ import { BROKER_ROLE, databaseUrlAs } from '../../broker/db/roles.js';
 import { packageRoot } from '../../broker/paths.js';
 import { parseRedisClusterNodes } from '../../broker/redis/cluster-nodes.js';
 import { UsageError } from '../args.js';
+import { DEFAULT_REDIS_URL } from '../database.js';
 import { freePort } from '../ports.js';
 import { BrokerProcess } from './broker-process.js';
 import { haproxyConfig } from './haproxy.js';
 import { waitHealthy } from './health.js';
+import { type PrivateRedis, startPrivateRedis } from './private-redis.js';
 import { readTraefik, type TraefikConfig } from './traefik.js';
 import { chooseLoadBalancer, localDynamicConfig, localStaticConfig } from './traefik-local.js';
 
@@ -52,6 +55,11 @@ export interface ClusterFile {
   brokerDatabaseUrl?: string;
   redisUrl: string;
   redisKeyPrefix: string;
+  /**
+   * The cluster's own redis-server, when `up` named no Redis (./private-redis.ts): its pid (`down` stops
+   * it) and its configuration file (0600, it holds the brokers' password; `down` removes it).
+   */
+  redisServer?: { pid: number; configFile: string };
   adminToken: string;
   /**
    * The cluster's BUS_SECRET, random per cluster (docs/design.md § The bus envelope): handed to each broker
@@ -201,7 +209,7 @@ export function alive(pid: number): boolean {
   }
   try {
     const command = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
-    return /main\.js\0broker|main\.js\0up\0|haproxy|traefik/.test(command);
+    return /main\.js\0broker|main\.js\0up\0|haproxy|traefik|redis-server/.test(command);
   } catch {
     return true; // no /proc here: trust the pid
   }
@@ -221,7 +229,11 @@ export interface UpOptions {
   nodes?: number;
   port?: number;
   databaseUrl: string;
-  redisUrl: string;
+  /**
+   * The Redis the brokers use, an operator's own (already secured). Unset: the cluster starts a private
+   * one with an ACL user (./private-redis.ts), unless REDIS_CLUSTER_NODES names a Redis Cluster.
+   */
+  redisUrl?: string;
   cwd?: string;
   log?: (line: string) => void;
   /** The flags environment of the cluster (default `phase<N>`), and whose preset it starts with. */
@@ -319,25 +331,28 @@ export async function up(options: UpOptions): Promise<ClusterFile> {
   await ensureDatabase(options.databaseUrl);
   await runMigrations(options.databaseUrl);
 
-  const base: BrokerBase = {
-    cwd,
-    databaseUrl: options.databaseUrl,
-    brokerDatabaseUrl:
-      options.brokerDatabaseUrl ??
-      (process.env.WORKBENCH_BROKER_DATABASE_URL || databaseUrlAs(options.databaseUrl, BROKER_ROLE)),
-    redisUrl: options.redisUrl,
-    redisKeyPrefix: `wb:${randomBytes(4).toString('hex')}:`,
-    adminToken: randomBytes(24).toString('hex'),
-    busSecret: randomBytes(32).toString('hex'),
-    flagsEnv,
-    flagsDir: join(dir, 'flags'),
-    brokerEnv,
-  };
-  const nodes: ClusterFile['nodes'] = [];
-  // Everything started here, brokers and load balancer, so a failed start leaves nothing running.
+  const redisKeyPrefix = `wb:${randomBytes(4).toString('hex')}:`;
+  // Everything started here, Redis, brokers and load balancer, so a failed start leaves nothing running.
   const children: ChildProcess[] = [];
+  const nodes: ClusterFile['nodes'] = [];
   const brokers: BrokerProcess[] = [];
   try {
+    const redis = await clusterRedis(dir, options.redisUrl, brokerEnv, redisKeyPrefix);
+    if (redis.server) children.push(redis.server.child);
+    const base: BrokerBase = {
+      cwd,
+      databaseUrl: options.databaseUrl,
+      brokerDatabaseUrl:
+        options.brokerDatabaseUrl ??
+        (process.env.WORKBENCH_BROKER_DATABASE_URL || databaseUrlAs(options.databaseUrl, BROKER_ROLE)),
+      redisUrl: redis.url,
+      redisKeyPrefix,
+      adminToken: randomBytes(24).toString('hex'),
+      busSecret: randomBytes(32).toString('hex'),
+      flagsEnv,
+      flagsDir: join(dir, 'flags'),
+      brokerEnv,
+    };
     const startBrokers = async (from: number, to: number) => {
       for (let i = from; i <= to; i++) {
         const id = `broker-${i}`;
@@ -369,27 +384,58 @@ export async function up(options: UpOptions): Promise<ClusterFile> {
     const lbUrl = `http://127.0.0.1:${lbPort}`;
     await waitHealthy(lbUrl, 15_000, () => lb.exitCode !== null);
 
-    const cluster: ClusterFile = {
+    const cluster = clusterFileOf(base, {
       phase: presetPhase,
       topology: options.phase,
       lb: { url: lbUrl, pid: lb.pid!, kind: lbKind },
       nodes,
-      databaseUrl: base.databaseUrl,
-      brokerDatabaseUrl: base.brokerDatabaseUrl,
-      redisUrl: base.redisUrl,
-      redisKeyPrefix: base.redisKeyPrefix,
-      adminToken: base.adminToken,
-      busSecret: base.busSecret,
-      flagsEnv,
-      flagsDir: base.flagsDir,
-      brokerEnv,
-    };
+      redisServer: redis.server && {
+        pid: redis.server.child.pid!,
+        configFile: redis.server.configFile,
+      },
+    });
     writeCluster(cwd, cluster);
     return cluster;
   } catch (error) {
     for (const child of children) if (child.pid && alive(child.pid)) process.kill(child.pid, 'SIGKILL');
+    rmSync(join(dir, 'redis.conf'), { force: true });
     throw error;
   }
+}
+
+/**
+ * The Redis of a cluster: the one named (`redisUrl`, an operator's own), the machine's default when
+ * REDIS_CLUSTER_NODES names a Redis Cluster (the nodes' bus is there), else a private one started here.
+ */
+async function clusterRedis(
+  dir: string,
+  redisUrl: string | undefined,
+  brokerEnv: Record<string, string>,
+  prefix: string,
+): Promise<{ url: string; server?: PrivateRedis }> {
+  if (redisUrl !== undefined) return { url: redisUrl };
+  if (brokerEnv.REDIS_CLUSTER_NODES !== undefined) return { url: DEFAULT_REDIS_URL };
+  const server = await startPrivateRedis(dir, prefix);
+  return { url: server.url, server };
+}
+
+/** The cluster file of a cluster (phases 0-3's `up`, phase 4's simulation): what its brokers share, and the rest. */
+export function clusterFileOf(
+  base: BrokerBase,
+  rest: Pick<ClusterFile, 'phase' | 'topology' | 'lb' | 'nodes' | 'redisServer' | 'regions'>,
+): ClusterFile {
+  return {
+    ...rest,
+    databaseUrl: base.databaseUrl,
+    brokerDatabaseUrl: base.brokerDatabaseUrl,
+    redisUrl: base.redisUrl,
+    redisKeyPrefix: base.redisKeyPrefix,
+    adminToken: base.adminToken,
+    busSecret: base.busSecret,
+    flagsEnv: base.flagsEnv,
+    flagsDir: base.flagsDir,
+    brokerEnv: base.brokerEnv,
+  };
 }
 
 /** Starts the load balancer in front of the nodes (`addresses`: broker host name → `127.0.0.1:port`). */
@@ -535,7 +581,10 @@ export async function startNode(cwd: string, id: string): Promise<void> {
   });
 }
 
-/** Every process of the cluster named in its file: load balancers, brokers, phase 4's supervisor. */
+/**
+ * Every process of the cluster named in its file: load balancers, brokers, its own Redis, phase 4's
+ * supervisor.
+ */
 export function clusterPids(cluster: ClusterFile): number[] {
   return [
     ...(cluster.regions
@@ -543,6 +592,7 @@ export function clusterPids(cluster: ClusterFile): number[] {
       : []),
     cluster.lb.pid,
     ...cluster.nodes.map((n) => n.pid),
+    ...(cluster.redisServer ? [cluster.redisServer.pid] : []),
   ];
 }
 
@@ -563,7 +613,8 @@ export async function stopProcess(pid: number, graceMs: number): Promise<void> {
 }
 
 /**
- * Stops what `up` started: brokers drain (SIGTERM, then SIGKILL after 12 s), then HAProxy. Phase 4's
+ * Stops what `up` started: brokers drain (SIGTERM, then SIGKILL after 12 s), then HAProxy and the
+ * cluster's own Redis (its configuration file, which holds the password, removed). Phase 4's
  * supervisor is asked to stop everything it started (its brokers, load balancers, links, throw-away
  * Postgres and Redis servers and their folders, cli/cluster/regions/simulation.ts); what it left running
  * (it was killed) is stopped here by pid.
@@ -575,6 +626,7 @@ export async function down(cwd = process.cwd()): Promise<ClusterFile | undefined
   const latest = readCluster(cwd) ?? cluster; // the supervisor removes the file once it is done
   await Promise.all(latest.nodes.map((node) => stopProcess(node.pid, 12_000)));
   await Promise.all(clusterPids(latest).map((pid) => stopProcess(pid, 5000)));
+  if (latest.redisServer) rmSync(latest.redisServer.configFile, { force: true });
   rmSync(clusterFilePath(cwd), { force: true });
   return cluster;
 }

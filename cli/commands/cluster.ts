@@ -4,7 +4,7 @@ import { type ClusterFile, down, startNode, stopNode, up } from '../cluster/loca
 import { reapRegions } from '../cluster/regions/simulation.js';
 import { launchSupervisor, runSupervisor, tellLauncher } from '../cluster/regions/supervisor.js';
 import { parseRegionOptions } from '../cluster/regions/topology.js';
-import { DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL } from '../database.js';
+import { DEFAULT_DATABASE_URL } from '../database.js';
 
 /**
  * `workbench up [--phase N] [--nodes K] [--port P] [--lb haproxy|traefik]`: a local cluster of the phase,
@@ -33,7 +33,7 @@ const UP_OPTIONS = {
   'redis-url': {
     type: 'string',
     value: 'URL',
-    help: 'the Redis (default: REDIS_URL, else the local default)',
+    help: "an operator's own Redis (default: REDIS_URL, else a private one with an ACL user)",
   },
   'rtt-ms': {
     type: 'string',
@@ -102,7 +102,9 @@ async function runUpCommand({ values, positionals }: Parsed<typeof UP_OPTIONS>):
     flagsPhase: values['flags-phase'] === undefined ? undefined : Number(values['flags-phase']),
     port: portOption('--port', values.port),
     databaseUrl: values['database-url'] ?? process.env.DATABASE_URL ?? DEFAULT_DATABASE_URL,
-    redisUrl: values['redis-url'] ?? process.env.REDIS_URL ?? DEFAULT_REDIS_URL,
+    // A REDIS_URL in the environment names a Redis as --redis-url does (every other command reads it
+    // first too, so they would push elsewhere than the brokers listen otherwise); neither: a private one.
+    redisUrl: values['redis-url'] ?? (process.env.REDIS_URL || undefined),
     log: (line) => console.log(line),
   });
   console.log(`\n  phase ${cluster.phase} cluster up
@@ -110,6 +112,7 @@ async function runUpCommand({ values, positionals }: Parsed<typeof UP_OPTIONS>):
 ${cluster.nodes.map((n) => `    ${n.id.padEnd(14)}  ${n.url}   (pid ${n.pid}, log .workbench/logs/${n.id}.log)`).join('\n')}
     admin token     in .workbench/cluster.json
     database        ${redactUrl(cluster.databaseUrl)}
+    redis           ${redactUrl(cluster.redisUrl)}${cluster.redisServer ? `   (its own, pid ${cluster.redisServer.pid}, ACL user; log .workbench/logs/redis.log)` : ''}
     state           .workbench/ (cluster.json, logs, flags/${cluster.flagsEnv}.json)
   "workbench down" stops it.`);
   return 0;

@@ -15,6 +15,7 @@ import { performance } from 'node:perf_hooks';
 import { MeshClient } from '@mesh-broker/sdk';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
+import { BROKER_ROLE, databaseUrlAs } from '../../broker/db/roles.js';
 import type { ClusterFile } from '../../cli/cluster/local.js';
 import { createLoadMeshes, type LoadPeerPlan } from '../../cli/load/setup.js';
 import { runWorkbench } from '../helpers/cli.js';
@@ -165,8 +166,9 @@ describe('Patroni runs phase 4 failover (asynchronous mode)', { timeout: 600_000
     )!;
     expect(receiver).toEqual({ status: 'streaming', sender_port: Number(replication.address.split(':')[1]) });
     const b1 = started.cluster.nodes.find((n) => n.id === 'broker-b1')!;
-    expect(b1.env!.DATABASE_URL).toBe(regions.list[1]!.pgLb.writeUrl);
-    expect(b1.env!.DATABASE_READ_URL).toBe(regions.list[1]!.pgLb.readUrl);
+    // As the least-privilege role, which the members' pg_hba lets in as it lets the owner.
+    expect(b1.env!.DATABASE_URL).toBe(databaseUrlAs(regions.list[1]!.pgLb.writeUrl, BROKER_ROLE));
+    expect(b1.env!.DATABASE_READ_URL).toBe(databaseUrlAs(regions.list[1]!.pgLb.readUrl, BROKER_ROLE));
     // The write frontend of either region reaches the leader; b's read frontend its own replica.
     for (const region of regions.list) {
       const [row] = await query<{ r: boolean }>(region.pgLb.writeUrl, 'SELECT pg_is_in_recovery() AS r');

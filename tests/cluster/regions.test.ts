@@ -9,8 +9,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { MeshClient } from '@mesh-broker/sdk';
+import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
+import { BROKER_ROLE, databaseUrlAs } from '../../broker/db/roles.js';
 import type { ClusterFile } from '../../cli/cluster/local.js';
 import { createLoadMeshes } from '../../cli/load/setup.js';
 import { runWorkbench } from '../helpers/cli.js';
@@ -100,14 +102,29 @@ describe('workbench up --phase 4 (two simulated regions)', { timeout: 240_000 },
     );
     expect(recovery!.r).toBe(true);
     // Every broker writes through its region's database HAProxy (Patroni's leader: A's directly, B's
-    // through the link) and reads through its read frontend (B's own replica).
+    // through the link) and reads through its read frontend (B's own replica), as the least-privilege role.
     const b1 = cluster.nodes.find((n) => n.id === 'broker-b1')!;
-    expect(b1.env!.DATABASE_URL).toBe(regions.list[1]!.pgLb.writeUrl);
-    expect(b1.env!.DATABASE_READ_URL).toBe(regions.list[1]!.pgLb.readUrl);
+    expect(b1.env!.DATABASE_URL).toBe(databaseUrlAs(regions.list[1]!.pgLb.writeUrl, BROKER_ROLE));
+    expect(b1.env!.DATABASE_READ_URL).toBe(databaseUrlAs(regions.list[1]!.pgLb.readUrl, BROKER_ROLE));
+    expect(new URL(cluster.brokerDatabaseUrl!).username).toBe(BROKER_ROLE);
     // The per-region bus: B's brokers subscribe to B's own Redis and publish to A's through the link;
-    // the counters are A's; list reads go to B's replica.
+    // the counters are A's; list reads go to B's replica. Every Redis URL carries the brokers' ACL user.
+    const credentials = new URL(regions.list[0]!.redis.url);
+    expect(credentials.username).toBe('broker');
+    expect(credentials.password).toMatch(/^[0-9a-f]{48}$/);
+    // Without them, nothing: the default user is off (the error handler: the refused ready check).
+    const anonymous = new Redis(`redis://127.0.0.1:${credentials.port}`, {
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+      lazyConnect: true,
+      enableReadyCheck: false,
+    });
+    anonymous.on('error', () => {});
+    await anonymous.connect();
+    await expect(anonymous.get(`${cluster.redisKeyPrefix}x`)).rejects.toThrow(/NOAUTH/);
+    anonymous.disconnect();
     const redisLink = (from: string) =>
-      `redis://${regions.links.find((l) => l.from === from && l.service === 'redis')!.address}`;
+      `redis://broker:${credentials.password}@${regions.links.find((l) => l.from === from && l.service === 'redis')!.address}`;
     expect(b1.env).toMatchObject({
       REGION: 'b',
       PRIMARY_REGION: 'a',

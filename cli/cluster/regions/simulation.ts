@@ -18,6 +18,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { BROKER_ROLE, databaseUrlAs } from '../../../broker/db/roles.js';
 import { packageRoot } from '../../../broker/paths.js';
 import { ThrowawayRedis } from '../../chaos/services.js';
 import { freePort } from '../../ports.js';
@@ -29,6 +30,7 @@ import {
   type ClusterFile,
   type ClusterNode,
   clusterBrokerEnv,
+  clusterFileOf,
   clusterFilePath,
   prepareState,
   type RegionsState,
@@ -39,6 +41,8 @@ import {
   writeCluster,
 } from '../local.js';
 import { killMember, switchOver } from '../patroni.js';
+import { BROKER_REDIS_USER } from '../private-redis.js';
+import { brokerAclUser, newRedisPassword } from '../redis-acl.js';
 import { readTraefik } from '../traefik.js';
 import { DATABASE_NAME, type DatabaseLinks, RegionDatabases } from './database.js';
 import {
@@ -97,6 +101,8 @@ export class RegionSimulation {
   private refresher: NodeJS.Timeout | undefined;
   private stopping: Promise<void> | undefined;
   private seed = 1;
+  /** The brokers' Redis password, the same on every region's server. */
+  private redisPassword = '';
 
   private constructor(
     private readonly options: SimulationOptions,
@@ -173,11 +179,14 @@ export class RegionSimulation {
       links,
     );
 
+    // Each region's Redis as `workbench up`'s own (../private-redis.ts): the default user off, the
+    // brokers' user limited to the cluster's prefix, one password for the regions' servers.
+    const redisKeyPrefix = `wb:${randomBytes(4).toString('hex')}:`;
+    this.redisPassword = newRedisPassword();
+    const users = [brokerAclUser(BROKER_REDIS_USER, this.redisPassword, redisKeyPrefix)];
     for (const region of this.layout.regions) {
-      const redis = await ThrowawayRedis.start();
-      this.onCleanup(() => {
-        if (redis.pid && redis.pid > 0) killQuietly(redis.pid);
-      });
+      const redis = await ThrowawayRedis.start({ users });
+      this.onCleanup(() => redis.killNow());
       this.regions.set(region.name, { name: region.name, redis, lbPort: await freePort() });
     }
     // Every region reaches every other region's Redis and load balancer (the entry lives in the first
@@ -190,11 +199,14 @@ export class RegionSimulation {
     for (const region of others)
       await this.link(first!.name, region.name, 'lb', this.regions.get(region.name)!.lbPort);
 
+    const databaseUrl = this.db.writeUrl(first!.name);
     const base: BrokerBase = {
       cwd,
-      databaseUrl: this.db.writeUrl(first!.name),
-      redisUrl: this.regions.get(first!.name)!.redis.url,
-      redisKeyPrefix: `wb:${randomBytes(4).toString('hex')}:`,
+      databaseUrl,
+      // As phase 3's: the least-privilege role (the region's nodes get their own URLs as it too).
+      brokerDatabaseUrl: databaseUrlAs(databaseUrl, BROKER_ROLE),
+      redisUrl: this.redisUrlOf(first!.name),
+      redisKeyPrefix,
       adminToken: randomBytes(24).toString('hex'),
       busSecret: randomBytes(32).toString('hex'),
       flagsEnv,
@@ -205,21 +217,13 @@ export class RegionSimulation {
     await this.startBalancers(dir, nodes);
     const entry = await this.startEntry(dir);
 
-    const cluster: ClusterFile = {
+    const cluster = clusterFileOf(base, {
       phase: presetPhase,
       topology: PHASE,
       lb: { url: entry.url, pid: entry.pid, kind: 'haproxy' },
       nodes,
-      databaseUrl: base.databaseUrl,
-      redisUrl: base.redisUrl,
-      redisKeyPrefix: base.redisKeyPrefix,
-      adminToken: base.adminToken,
-      busSecret: base.busSecret,
-      flagsEnv,
-      flagsDir: base.flagsDir,
-      brokerEnv: base.brokerEnv,
       regions: this.state(),
-    };
+    });
     writeCluster(cwd, cluster);
     this.onCleanup(() => rmSync(clusterFilePath(cwd), { force: true }));
     this.refresher = setInterval(() => void this.refreshRoles(), ROLE_REFRESH_MS);
@@ -301,19 +305,25 @@ export class RegionSimulation {
    */
   private addressesOf(region: string): RegionAddresses {
     const first = this.layout.regions[0]!.name;
-    const own = this.regions.get(region)!;
-    const redisUrl = (address: string) => `redis://${address}`;
+    const redisUrl = (address: string) => `redis://${BROKER_REDIS_USER}:${this.redisPassword}@${address}`;
     const counters =
-      region === first ? own.redis.url : redisUrl(this.linkOf(region, first, 'redis')!.proxy.address);
+      region === first
+        ? this.redisUrlOf(region)
+        : redisUrl(this.linkOf(region, first, 'redis')!.proxy.address);
     return {
-      primaryUrl: this.db.writeUrl(region),
-      readUrl: this.db.readUrl(region),
-      ownRedisUrl: own.redis.url,
+      primaryUrl: databaseUrlAs(this.db.writeUrl(region), BROKER_ROLE),
+      readUrl: databaseUrlAs(this.db.readUrl(region), BROKER_ROLE),
+      ownRedisUrl: this.redisUrlOf(region),
       remoteRedisUrls: this.layout.regions
         .filter((r) => r.name !== region)
         .map((r) => redisUrl(this.linkOf(region, r.name, 'redis')!.proxy.address)),
       countersRedisUrl: counters,
     };
+  }
+
+  /** The URL of `region`'s own Redis as the brokers' user. */
+  private redisUrlOf(region: string): string {
+    return this.regions.get(region)!.redis.urlAs(BROKER_REDIS_USER, this.redisPassword);
   }
 
   /** What cluster.json says about the regions now (Patroni's roles as last refreshed). */
@@ -331,7 +341,7 @@ export class RegionSimulation {
         return {
           name,
           lb: { url: `http://127.0.0.1:${region.lbPort}`, pid: region.lb?.pid ?? 0 },
-          redis: { url: region.redis.url, pid: region.redis.pid ?? 0 },
+          redis: { url: this.redisUrlOf(name), pid: region.redis.pid ?? 0 },
           ...db.regionState(name),
         };
       }),
