@@ -15,9 +15,6 @@ import {
   closeSync,
   copyFileSync,
   existsSync,
-  fchmodSync,
-  mkdirSync,
-  openSync,
   readFileSync,
   renameSync,
   rmSync,
@@ -35,6 +32,13 @@ import { BrokerProcess } from './broker-process.js';
 import { haproxyConfig } from './haproxy.js';
 import { waitHealthy } from './health.js';
 import { type PrivateRedis, startPrivateRedis } from './private-redis.js';
+import {
+  clusterFilePath,
+  ensurePrivateStateDir,
+  openPrivateLog,
+  PRIVATE_FILE,
+  stateDir,
+} from './state-dir.js';
 import { readTraefik, type TraefikConfig } from './traefik.js';
 import { chooseLoadBalancer, localDynamicConfig, localStaticConfig } from './traefik-local.js';
 
@@ -165,31 +169,7 @@ const TUNABLE_BROKER_SETTINGS = [
   'REDIS_CLUSTER_NODES',
 ];
 
-export const stateDir = (cwd = process.cwd()) => join(cwd, '.workbench');
-export const clusterFilePath = (cwd = process.cwd()) => join(stateDir(cwd), 'cluster.json');
-
-const PRIVATE_DIR = 0o700;
-const PRIVATE_FILE = 0o600;
-
-/**
- * Creates `.workbench/` and its `logs/` and `flags/` for the owner only. `mode` applies only to a folder
- * mkdir creates, so a folder left by an older workbench (0755) is narrowed too.
- */
-export function ensurePrivateStateDir(cwd = process.cwd()): string {
-  const dir = stateDir(cwd);
-  for (const folder of [dir, join(dir, 'logs'), join(dir, 'flags')]) {
-    mkdirSync(folder, { recursive: true, mode: PRIVATE_DIR });
-    chmodSync(folder, PRIVATE_DIR);
-  }
-  return dir;
-}
-
-/** A log under `.workbench/logs/` opened for appending, the owner's only (an older one 0644 is narrowed). */
-export function openPrivateLog(dir: string, name: string): number {
-  const fd = openSync(join(dir, 'logs', name), 'a', PRIVATE_FILE);
-  fchmodSync(fd, PRIVATE_FILE);
-  return fd;
-}
+export { clusterFilePath, ensurePrivateStateDir, openPrivateLog, stateDir } from './state-dir.js';
 
 export function readCluster(cwd = process.cwd()): ClusterFile | undefined {
   const path = clusterFilePath(cwd);

@@ -12,8 +12,8 @@ import { chmodSync, closeSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { join } from 'node:path';
 import { freePort } from '../ports.js';
-import { openPrivateLog } from './local.js';
 import { brokerAclUser, newRedisPassword } from './redis-acl.js';
+import { openPrivateLog } from './state-dir.js';
 
 /** The ACL user the brokers (and the workbench's own commands, which only publish under the prefix) use. */
 export const BROKER_REDIS_USER = 'broker';
