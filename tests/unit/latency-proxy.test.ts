@@ -286,13 +286,15 @@ describe('latency proxy: back-pressure', () => {
       sentHash.update(block);
     }
     await waitFor(() => upstreamSocket, { what: 'upstream connection' });
-    let peak = 0;
-    for (let i = 0; i < 20; i++) {
-      peak = Math.max(peak, p.stats().bufferedBytes);
-      await pause(25, 'the buffer sampled over half a second');
-    }
-    // The proxy stopped reading at its limit (plus at most the one socket read that crossed it)…
-    expect(peak).toBeGreaterThan(0);
+    // The upstream reads nothing, so the proxy's queue fills until it reaches its limit and it stops reading.
+    const peak = await waitFor(
+      () => {
+        const buffered = p.stats().bufferedBytes;
+        return buffered >= MAX ? buffered : 0;
+      },
+      { timeoutMs: 10_000, what: 'the proxy holding its limit' },
+    );
+    // It stopped reading at its limit (plus at most the one socket read that crossed it)…
     expect(peak).toBeLessThanOrEqual(MAX + 64 * 1024);
     // …so most of the data is still waiting at the sender, not in the proxy.
     expect(socket.writableLength).toBeGreaterThan(TOTAL / 2);
