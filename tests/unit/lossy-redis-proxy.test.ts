@@ -7,7 +7,7 @@ import { PublishLoss } from '../../cli/proxies/publish-loss.js';
 import { ReplyScanner } from '../../cli/proxies/resp-reply-scanner.js';
 import { RequestParser, type RequestSink, splitArgs } from '../../cli/proxies/resp-request-parser.js';
 import { ThrowawayRedis } from '../helpers/redis-server.js';
-import { pause, waitFor, within } from '../helpers/wait.js';
+import { waitFor, within } from '../helpers/wait.js';
 
 let redis: ThrowawayRedis;
 const proxies: LossyRedisProxy[] = [];
@@ -62,14 +62,15 @@ function drops(seed: number, rate: number, count: number): boolean[] {
 }
 
 /**
- * Writes each buffer on a raw connection to `port` (`gapMs` apart: a pace the test is about), then collects
+ * Writes each buffer on a raw connection to `port` (with `apart`, each once the one before was handed to the
+ * kernel: with Nagle off, a TCP segment of its own, which is what the test is about), then collects
  * what comes back until `until(text)` holds or the connection closes, for at most `ms` (a bound, not a
  * sleep, whenever `until` is given).
  */
 async function raw(
   port: number,
   writes: Buffer[],
-  { ms = 300, gapMs = 0, until }: { ms?: number; gapMs?: number; until?: (text: string) => boolean } = {},
+  { ms = 300, apart = false, until }: { ms?: number; apart?: boolean; until?: (text: string) => boolean } = {},
 ): Promise<{ text: string; closed: boolean }> {
   const socket: Socket = connect(port, '127.0.0.1');
   socket.setNoDelay(true);
@@ -89,8 +90,9 @@ async function raw(
   socket.on('error', () => {});
   await new Promise((resolve) => socket.once('connect', resolve));
   for (const bytes of writes) {
-    if (!closed) socket.write(bytes);
-    if (gapMs > 0) await pause(gapMs, 'bytes written apart: what the test is about');
+    if (closed) break;
+    if (apart) await new Promise<void>((resolve) => socket.write(bytes, () => resolve()));
+    else socket.write(bytes);
   }
   await within(settled, ms, undefined);
   socket.destroy();
@@ -285,7 +287,7 @@ describe('lossy redis proxy: replies stay in order', () => {
     ]);
     const slowReplies = ':0\r\n+OK\r\n:0\r\n$7\r\nv\r\n$3\r\n\r\n:0\r\n';
     const slow = await raw(p.port, bytewise(pipeline), {
-      gapMs: 1,
+      apart: true,
       ms: 5000,
       until: (text) => text.length >= slowReplies.length,
     });
