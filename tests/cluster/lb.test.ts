@@ -82,7 +82,12 @@ describe('phase folders', () => {
       const read = (path: string) => parse(readFileSync(path, 'utf8'), { merge: true });
       const base = read(join(projectDir, 'compose.yml'));
       const override = read(join(dir, 'compose.yml'));
-      const merged = { ...base, services: { ...base.services } };
+      // As Compose merges files: services by name, and the top-level named volumes of both (phase 4 adds its own).
+      const merged = {
+        ...base,
+        services: { ...base.services },
+        volumes: { ...(base.volumes ?? {}), ...(override.volumes ?? {}) },
+      };
       for (const [name, service] of Object.entries(
         override.services as Record<string, { volumes?: string[] }>,
       ))
