@@ -70,7 +70,11 @@ function drops(seed: number, rate: number, count: number): boolean[] {
 async function raw(
   port: number,
   writes: Buffer[],
-  { ms = 300, apart = false, until }: { ms?: number; apart?: boolean; until?: (text: string) => boolean } = {},
+  {
+    ms = 300,
+    apart = false,
+    until,
+  }: { ms?: number; apart?: boolean; until?: (text: string) => boolean } = {},
 ): Promise<{ text: string; closed: boolean }> {
   const socket: Socket = connect(port, '127.0.0.1');
   socket.setNoDelay(true);
