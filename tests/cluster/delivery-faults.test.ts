@@ -109,9 +109,12 @@ describe('durable delivery under failing dependencies', () => {
       `during a Postgres restart: ${accepted.length} accepted, refused: ${JSON.stringify([...codes])}`,
     );
     expect(codes.get('unavailable') ?? 0).toBeGreaterThan(0);
-    expect(
-      [...codes.keys()].filter((code) => code !== 'unavailable' && !code.startsWith('timed out')),
-    ).toEqual([]);
+    // Besides `unavailable`, a sender may see the SDK's own outcomes of a request cut short: `timeout` (no
+    // reply within 3 s while the pool reconnects) and `closed` (its socket dropped meanwhile; it reconnects).
+    // Both were seen once each in one of five fresh-clone runs, on a restart that took longer; neither may
+    // lose what was accepted (below).
+    const clear = new Set(['unavailable', 'timeout', 'closed']);
+    expect([...codes.keys()].filter((code) => !clear.has(code))).toEqual([]);
     await waitFor(() => accepted.every((body) => got.has(body)), {
       timeoutMs: 20_000,
       what: 'every accepted message delivered',
