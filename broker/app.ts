@@ -6,6 +6,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { BrokerConfig } from './config.js';
 import { ConnectionRegistry } from './connections/registry.js';
+import type { NodeLifecycle } from './http/health.js';
 import { Directory } from './identity/directory.js';
 import { createLogger, type Logger } from './log.js';
 import { NodeHeartbeat } from './membership/heartbeat.js';
@@ -38,6 +39,11 @@ export interface BrokerNode {
 export interface StartOptions {
   /** Replaces the JSON logger (tests pass a silent one). */
   log?: Logger;
+  /**
+   * Called once the node listens, before its last start steps ran: from here a stop must drain the peers
+   * it may already have, so `workbench broker` waits for the start and stops the node rather than exiting.
+   */
+  onListening?: () => void;
 }
 
 /**
@@ -55,7 +61,7 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
     throw new StartupError('infrastructure', error);
   }
   try {
-    return await assembleNode(config, log, metrics, infrastructure);
+    return await assembleNode(config, log, metrics, infrastructure, options.onListening);
   } catch (error) {
     await infrastructure.close();
     throw error instanceof StartupError ? error : new StartupError('assembly', error);
@@ -68,6 +74,7 @@ async function assembleNode(
   log: Logger,
   metrics: BrokerMetrics,
   infrastructure: Infrastructure,
+  onListening: () => void = () => {},
 ): Promise<BrokerNode> {
   const { pool, readPool, redis, counters, pubsub, bus } = infrastructure;
   const connections = new ConnectionRegistry();
@@ -89,8 +96,8 @@ async function assembleNode(
   const flags = createNodeFlags({ ...node, reconciler, changed: () => heartbeat?.beatNow() });
   const sessions = createSessions({ ...node, rows });
   followUps.sessionEnded = sessions.sessionEnded;
-  let draining = false;
-  const app = await createHttp({ ...node, redis, rows, sessions, flags, draining: () => draining });
+  let lifecycle: NodeLifecycle = 'starting';
+  const app = await createHttp({ ...node, redis, rows, sessions, flags, lifecycle: () => lifecycle });
   let url = '';
 
   const steps: Step[] = [
@@ -104,6 +111,7 @@ async function assembleNode(
       name: 'http',
       start: async () => {
         url = (await app.listen({ host: config.host, port: config.port })).replace('[::1]', 'localhost');
+        onListening();
       },
       stop: () => app.close(),
     },
@@ -120,7 +128,7 @@ async function assembleNode(
     {
       name: 'peers',
       stop: async () => {
-        draining = true;
+        lifecycle = 'draining';
         if (!url) return; // never listened (a failed start): no peer to drain
         log.info('draining: closing every peer with 1001');
         await sessions.gateway.drain(config.drainTimeoutMs);
@@ -128,6 +136,7 @@ async function assembleNode(
     },
   ];
   const stop = await runSteps(steps, log);
+  lifecycle = 'serving';
   log.info({ url, ws: `${url.replace(/^http/, 'ws')}/ws` }, 'broker node listening');
   return { nodeId: config.nodeId, url, app, log, metrics, events: reconciler, stop };
 }

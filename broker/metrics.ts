@@ -301,7 +301,7 @@ export class BrokerMetrics {
   });
 
   /**
-   * Health checks answered, by route (`health`, `active`) and answer (`ok`, `draining`, `unavailable`,
+   * Health checks answered, by route (`health`, `active`) and answer (`ok`, `starting`, `draining`, `unavailable`,
    * `standby`): a load balancer's checks made visible, so an operator (and a test) sees that the balancer
    * has looked at a node since it started, and what it was told.
    */

@@ -18,12 +18,18 @@ async function within<T>(promise: Promise<T>, ms: number): Promise<T> {
   }
 }
 
+export type NodeLifecycle = 'starting' | 'serving' | 'draining';
+
 export interface HealthOptions {
   nodeId: string;
   pool: Pool;
   redis: RedisClient;
   metrics: BrokerMetrics;
-  draining: () => boolean;
+  /**
+   * Where the node is in its life: `starting` from the moment it listens until every start step ran (its
+   * heartbeat row written), `serving`, then `draining`. Only a serving node passes a check.
+   */
+  lifecycle: () => NodeLifecycle;
   /** Whether this node runs the cluster's background work (false on a phase-1 standby). */
   backgroundActive: () => boolean;
   /**
@@ -60,16 +66,16 @@ export async function probeDependencies(
 }
 
 /**
- * `GET /health`: 200 while the node serves and Postgres answers, 503 otherwise (and while draining, so a
- * load balancer stops sending new peers here). Redis is reported but does not fail the check: the
- * broker's truth is Postgres.
+ * `GET /health`: 200 while the node serves and Postgres answers, 503 otherwise (while it is still starting
+ * and while draining, so a load balancer sends no new peers there). Redis is reported but does not fail
+ * the check: the broker's truth is Postgres.
  */
 export function registerHealth(app: FastifyInstance, options: HealthOptions): void {
   app.get('/health', async (_request, reply) => {
     const { db, redis } = await probeDependencies(options);
-    const draining = options.draining();
-    const ok = db === 'up' && !draining;
-    const status = ok ? 'ok' : draining ? 'draining' : 'unavailable';
+    const lifecycle = options.lifecycle();
+    const ok = db === 'up' && lifecycle === 'serving';
+    const status = ok ? 'ok' : lifecycle !== 'serving' ? lifecycle : 'unavailable';
     options.metrics.healthChecks.inc({ route: 'health', status });
     return reply.code(ok ? 200 : 503).send({
       status,
@@ -87,10 +93,10 @@ export function registerHealth(app: FastifyInstance, options: HealthOptions): vo
    */
   app.get('/health/active', async (_request, reply) => {
     const { db, redis } = await probeDependencies(options);
-    const draining = options.draining();
+    const lifecycle = options.lifecycle();
     const activeLease = options.activeLease();
-    const ok = db === 'up' && !draining && activeLease !== 'standby';
-    const status = ok ? 'ok' : draining ? 'draining' : db !== 'up' ? 'unavailable' : 'standby';
+    const ok = db === 'up' && lifecycle === 'serving' && activeLease !== 'standby';
+    const status = ok ? 'ok' : lifecycle !== 'serving' ? lifecycle : db !== 'up' ? 'unavailable' : 'standby';
     options.metrics.healthChecks.inc({ route: 'active', status });
     return reply.code(ok ? 200 : 503).send({
       status,

@@ -10,7 +10,7 @@ import type { Pool } from '../db/pool.js';
 import type { FlagRuntime } from '../flag-runtime.js';
 import { registerAdmin } from '../http/admin.js';
 import { registerErrorHandler } from '../http/errors.js';
-import { probeDependencies, registerHealth } from '../http/health.js';
+import { type NodeLifecycle, probeDependencies, registerHealth } from '../http/health.js';
 import { registerHook } from '../http/hook.js';
 import type { Directory } from '../identity/directory.js';
 import type { Logger } from '../log.js';
@@ -30,7 +30,7 @@ export interface HttpOptions {
   rows: NodeRows;
   sessions: Sessions;
   flags: FlagRuntime;
-  draining: () => boolean;
+  lifecycle: () => NodeLifecycle;
 }
 
 export async function createHttp(options: HttpOptions): Promise<FastifyInstance> {
@@ -58,7 +58,7 @@ export async function createHttp(options: HttpOptions): Promise<FastifyInstance>
     pool,
     redis,
     metrics,
-    draining: options.draining,
+    lifecycle: options.lifecycle,
     backgroundActive: () => reconciler.backgroundAllowed(),
     activeLease: () => {
       const holds = reconciler.holdsActiveLease();

@@ -35,12 +35,14 @@ async function runBrokerCommand(_parsed: Parsed<typeof OPTIONS>): Promise<number
   // main has read every X_FILE into process.env: the values to keep out of the log are all there.
   const log = createLogger(config.nodeId, config.logLevel, secretValues(process.env));
   let node: BrokerNode | undefined;
+  let starting: Promise<BrokerNode> | undefined;
+  let listening = false;
   let stopping = false;
   const shutdown = (reason: string, exitCode: number) => {
     if (stopping) return;
     stopping = true;
-    if (!node) {
-      // Still starting: no peer is connected and nothing is served yet, so there is nothing to drain.
+    if (!listening) {
+      // Not listening yet: no peer can be connected and nothing is served, so there is nothing to drain.
       log.info({ reason }, 'shutdown requested during start-up; exiting');
       process.exit(exitCode);
     }
@@ -50,19 +52,24 @@ async function runBrokerCommand(_parsed: Parsed<typeof OPTIONS>): Promise<number
       process.exit(1);
     }, EXIT_DEADLINE_MS);
     deadline.unref();
-    node.stop().then(
-      () => process.exit(exitCode),
-      (error) => {
-        log.error({ err: error }, 'drain failed');
-        process.exit(1);
-      },
-    );
+    // A node that listens but is still finishing its start may already hold peers: it is stopped, and
+    // so drained, once started.
+    (node ? Promise.resolve(node) : (starting as Promise<BrokerNode>))
+      .then((started) => started.stop())
+      .then(
+        () => process.exit(exitCode),
+        (error) => {
+          log.error({ err: error }, 'drain failed');
+          process.exit(1);
+        },
+      );
   };
   process.once('SIGTERM', () => shutdown('SIGTERM', 0));
   process.once('SIGINT', () => shutdown('SIGINT', 0));
 
   try {
-    node = await startBroker(config, { log });
+    starting = startBroker(config, { log, onListening: () => (listening = true) });
+    node = await starting;
   } catch (error) {
     // The cause itself: pino's serializer would repeat a wrapped cause's message in the line.
     const { step, cause } = error instanceof StartupError ? error : { step: undefined, cause: error };
