@@ -18,9 +18,11 @@ import type {
   WatchTriggered,
   Welcome,
 } from '../protocol/frames.js';
+import { CookieJar } from './cookies.js';
 import { RecentIds } from './dedup.js';
 import { Emitter } from './emitter.js';
 import { signHello } from './keys.js';
+import { openSocket } from './socket.js';
 
 export interface MeshClientOptions {
   /** WebSocket URLs (`ws://host:port/ws`), tried in turn; a load balancer URL alone is fine. */
@@ -39,6 +41,11 @@ export interface MeshClientOptions {
   reconnect?: boolean;
   /** Backoff: first delay and cap; each attempt waits a random time up to min(cap, first × 2^attempt). */
   backoff?: { initialMs?: number; maxMs?: number };
+  /**
+   * Keep the cookies the load balancer sets on the upgrade and send them on every reconnect (default on), so
+   * a sticky cookie brings the peer back to its node. Browsers do this themselves; this is for Node.
+   */
+  cookies?: boolean;
 }
 
 export interface ClientEvents {
@@ -130,12 +137,15 @@ export class MeshClient extends Emitter<ClientEvents> {
   private reconnectTimer: ReturnType<typeof setTimeout> | undefined;
   private watchdog: ReturnType<typeof setInterval> | undefined;
   private lastFrameAt = 0;
+  /** The load balancer's cookies (its sticky one pins us to our node); off with `cookies: false`. */
+  private readonly cookies: CookieJar | undefined;
   private firstWelcome: { resolve: (w: Welcome) => void; reject: (e: Error) => void } | undefined;
 
   constructor(private readonly options: MeshClientOptions) {
     super();
     if (options.urls.length === 0) throw new Error('MeshClient needs at least one URL');
     this.sessionId = options.sessionId ?? randomUUID();
+    this.cookies = options.cookies === false ? undefined : new CookieJar();
   }
 
   /** The node holding the current connection, once welcomed. */
@@ -253,7 +263,7 @@ export class MeshClient extends Emitter<ClientEvents> {
 
   private open(resume: boolean): void {
     const url = this.options.urls[this.urlIndex % this.options.urls.length]!;
-    const socket = new WebSocket(url);
+    const socket = openSocket(url, this.cookies);
     this.socket = socket;
     socket.onopen = async () => {
       const { meshId, keys, name, groups } = this.options;

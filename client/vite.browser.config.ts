@@ -1,9 +1,10 @@
 /**
  * The SDK's browser build: index.browser.ts and what it imports, bundled into one ES module
- * (dist/browser/mesh-sdk.js) that a page loads with `<script type="module">` and no import map. The three
+ * (dist/browser/mesh-sdk.js) that a page loads with `<script type="module">` and no import map. The four
  * Node imports of client.ts are swapped here, at build time, for browser stand-ins, so client.ts itself is
- * one source for both builds: `ws` → the browser's WebSocket, `node:crypto` → crypto.randomUUID, and
- * `./keys.js` (node:crypto ed25519) → keys.webcrypto.ts (WebCrypto Ed25519, the same signatures).
+ * one source for both builds: `ws` → the browser's WebSocket, `node:crypto` → crypto.randomUUID,
+ * `./keys.js` (node:crypto ed25519) → keys.webcrypto.ts (WebCrypto Ed25519, the same signatures), and
+ * `./socket.js` (the cookie jar) → browser/socket.js (the browser keeps cookies itself).
  */
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vite';
@@ -18,6 +19,7 @@ export default defineConfig({
       { find: /^ws$/, replacement: here('./browser/ws.js') },
       { find: /^node:crypto$/, replacement: here('./browser/node-crypto.js') },
       { find: /^\.\/keys\.js$/, replacement: here('./keys.webcrypto.ts') },
+      { find: /^\.\/socket\.js$/, replacement: here('./browser/socket.js') },
     ],
   },
   build: {

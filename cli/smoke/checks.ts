@@ -4,13 +4,17 @@
  */
 import { verifyMesh } from '../../broker/audit/verify.js';
 import type { Frame } from '../../protocol/frames.js';
+import { CuttableLink } from '../proxies/cuttable-link.js';
 import { BACKGROUND_CHECKS } from './background-checks.js';
 import { type Check, CheckFailed, DELIVERY_WAIT_MS, onTwoNodes } from './check.js';
-import { eventually } from './context.js';
+import { eventually, SkippedByEnvironment } from './context.js';
 import { NODE_FAILURE_CHECKS } from './node-failure-checks.js';
 import { REGION_CHECKS } from './region-checks.js';
 
 export { CheckFailed };
+
+/** How often lb-sticky-reconnect cuts its peer's connection. */
+const STICKY_CUTS = 3;
 
 const CROSS_NODE_CHECKS: Check[] = [
   {
@@ -172,6 +176,39 @@ const CROSS_NODE_CHECKS: Check[] = [
             throw new CheckFailed(`${report.node} and ${first.node} disagree on ${flag}`);
           }
         }
+      }
+    },
+  },
+  {
+    name: 'lb-sticky-reconnect',
+    flag: null,
+    property: 'sessions (sticky reconnects)',
+    needsControl: false,
+    async run(context) {
+      // The peer reaches the load balancer through a link the check can cut, as a network drop would.
+      const link = await CuttableLink.start(context.target.lbUrl);
+      try {
+        const mesh = await context.mesh(1);
+        const peer = await context.peer(link.httpUrl, mesh, mesh.members[0]!);
+        const pin = link.cookiesSet()[0];
+        if (pin === undefined)
+          throw new SkippedByEnvironment(
+            'the load balancer sets no cookie on the upgrade: nothing pins a peer',
+          );
+        const home = peer.node;
+        for (let cut = 1; cut <= STICKY_CUTS; cut++) {
+          const back = peer.next('welcome', () => true, DELIVERY_WAIT_MS);
+          link.cut();
+          const node = (await back.catch(() => undefined))?.node;
+          if (node !== home) {
+            throw new CheckFailed(
+              `after cut ${cut} the peer came back on ${node ?? 'no node'} within ${DELIVERY_WAIT_MS / 1000} s, not on ${home} (cookies sent: ${JSON.stringify(link.cookiesSent())})`,
+            );
+          }
+        }
+        return `${STICKY_CUTS} reconnects through the load balancer came back to ${home} (${pin.split(';')[0]})`;
+      } finally {
+        await link.close();
       }
     },
   },

@@ -10,6 +10,7 @@ import { packageRoot } from '../../broker/paths.js';
 import { haproxyConfig } from '../../cli/cluster/haproxy.js';
 import { alive, type ClusterFile } from '../../cli/cluster/local.js';
 import { parseTraefik, readTraefik } from '../../cli/cluster/traefik.js';
+import { CuttableLink } from '../../cli/proxies/cuttable-link.js';
 import { phasePreset } from '../../flags/registry.js';
 import { runWorkbench } from '../helpers/cli.js';
 import { closeAllClients, connectPeer, type TestMesh } from '../helpers/mesh.js';
@@ -205,7 +206,11 @@ function upgradeHeaders(
   });
 }
 
-afterEach(closeAllClients);
+const links: CuttableLink[] = [];
+afterEach(async () => {
+  closeAllClients();
+  for (const link of links.splice(0)) await link.close();
+});
 afterAll(async () => {
   for (const { cwd, db } of clusters) {
     await runWorkbench(['down'], {}, cwd);
@@ -257,6 +262,52 @@ describe('workbench up/down with HAProxy from the Traefik file', () => {
       { timeoutMs: 10_000, what: 're-pinned cookie' },
     );
     expect(repinned).not.toContain(`mesh_node=${pinned};`);
+  });
+
+  it("phase 0: an SDK peer sends the load balancer's sticky cookie back on every reconnect", async () => {
+    const { cluster } = await upPhase(0);
+    const link = await CuttableLink.start(cluster.lb.url);
+    links.push(link);
+    const mesh = await meshOn(cluster, 1);
+    const peer = await connectPeer(link.url('/ws'), mesh, mesh.members[0]!);
+    for (let cut = 0; cut < 3; cut++) {
+      const back = peer.next('welcome', () => true, 10_000);
+      expect(link.cut()).toBeGreaterThan(0);
+      expect((await back).node).toBe('broker-1');
+    }
+    // What went over the wire, not what the SDK says of itself: the first upgrade had no cookie to send,
+    // each reconnect sent the one HAProxy set on it.
+    expect(link.cookiesSent()).toEqual([
+      undefined,
+      'mesh_node=broker-1',
+      'mesh_node=broker-1',
+      'mesh_node=broker-1',
+    ]);
+  });
+
+  it('phase 2: an SDK peer cut six times comes back to its node each time; after that node dies, to another, where it stays', async () => {
+    const { cluster } = await upPhase(2);
+    const link = await CuttableLink.start(cluster.lb.url);
+    links.push(link);
+    const mesh = await meshOn(cluster, 1);
+    const peer = await connectPeer(link.url('/ws'), mesh, mesh.members[0]!);
+    const reconnectsAfterCuts = async (cuts: number) => {
+      const nodes: string[] = [];
+      for (let cut = 0; cut < cuts; cut++) {
+        const back = peer.next('welcome', () => true, 15_000);
+        link.cut();
+        nodes.push((await back).node);
+      }
+      return nodes;
+    };
+    const home = peer.node!;
+    // On the old SDK (no cookie jar) this was a round-robin: broker-1, broker-2, broker-3, broker-1, …
+    expect(await reconnectsAfterCuts(6)).toEqual(Array(6).fill(home));
+    const moved = peer.next('welcome', (w) => w.node !== home, 15_000);
+    process.kill(cluster.nodes.find((n) => n.id === home)!.pid, 'SIGKILL');
+    const newHome = (await moved).node;
+    expect(newHome).not.toBe(home);
+    expect(await reconnectsAfterCuts(4)).toEqual(Array(4).fill(newHome));
   });
 
   it('phase 1: SIGKILL of the primary moves every peer to the standby within 3 s', async () => {

@@ -32,7 +32,7 @@ describe('the smoke checks', () => {
     }
     expect(
       Object.fromEntries(CHECK_INVENTORY.filter((c) => c.flag === null).map((c) => [c.name, c.needsControl])),
-    ).toEqual({ 'flags-converged': false, 'node-kill-reconnect': true });
+    ).toEqual({ 'flags-converged': false, 'lb-sticky-reconnect': false, 'node-kill-reconnect': true });
     expect(CHECK_INVENTORY.find((check) => check.name === 'watch-outlives-session')).toEqual({
       name: 'watch-outlives-session',
       flag: 'ha.watches',
