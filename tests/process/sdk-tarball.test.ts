@@ -197,6 +197,16 @@ describe('the SDK tarball', () => {
     );
     const manifest = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8')) as { license: string };
     expect(manifest.license).toBe('Apache-2.0');
+    // No .ts is shipped, so each source map carries its sources (a peer debugging the SDK sees them).
+    const withoutSources = packed.filter((path) => {
+      if (!path.endsWith('.map')) return false;
+      const map = JSON.parse(readFileSync(join(installed, path), 'utf8')) as {
+        sources: string[];
+        sourcesContent?: string[];
+      };
+      return map.sourcesContent?.length !== map.sources.length;
+    });
+    expect(withoutSources).toEqual([]);
   });
 
   it('installs outside the repository: the examples resolve the installed package, not the workspace', () => {
