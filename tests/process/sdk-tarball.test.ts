@@ -77,7 +77,7 @@ async function packSdk(): Promise<void> {
   cleanCopy(source);
   const run = await npm(['pack', '--json', '--pack-destination', work], join(source, 'client'));
   if (run.code !== 0) throw new Error(`npm pack failed (${run.code}):\n${run.stderr}`);
-  const [report] = JSON.parse(run.stdout.slice(run.stdout.indexOf('['))) as [
+  const [report] = JSON.parse(run.stdout.slice(run.stdout.search(/^\[/m))) as [
     { filename: string; files: { path: string }[] },
   ];
   tarball = join(work, report.filename);
@@ -147,6 +147,22 @@ function compile(config: object, files: Record<string, string>): Promise<Finishe
   });
 }
 
+interface PackageManifest {
+  license: string;
+  main: string;
+  types: string;
+  exports: Record<string, unknown>;
+}
+
+/** The package files `conditions` (an `exports` value, nested) points at, without the leading `./`. */
+function entryPoints(conditions: unknown): string[] {
+  if (typeof conditions === 'string') return [conditions.replace(/^\.\//, '')];
+  if (typeof conditions !== 'object' || conditions === null) return [];
+  return Object.entries(conditions)
+    .filter(([name]) => name !== '@mesh-broker/source')
+    .flatMap(([, value]) => entryPoints(value));
+}
+
 const lines = (stdout: string) =>
   stdout
     .trim()
@@ -183,20 +199,20 @@ describe('the SDK tarball', () => {
     );
     expect(unexpected).toEqual([]);
     expect(packed.filter((path) => /(^|\/)tests?\/|\.test\./.test(path))).toEqual([]);
-    // The entry points its `exports` name are there (prepack built them in the clean copy).
-    for (const path of [
-      'dist/client/index.js',
-      'dist/client/index.d.ts',
-      'dist/client/index.browser.d.ts',
-      'dist/browser/mesh-sdk.js',
-    ])
-      expect(packed).toContain(path);
+    // Every file its `main`, `types` and `exports` name is there (prepack built them in the clean copy),
+    // but the repository's own source condition (TypeScript sources, for its type check and tests).
+    const manifest = JSON.parse(
+      readFileSync(join(ROOT, 'client', 'package.json'), 'utf8'),
+    ) as PackageManifest;
+    const entries = entryPoints({ main: manifest.main, types: manifest.types, exports: manifest.exports });
+    expect(entries).toEqual(expect.arrayContaining(['dist/client/index.d.ts', 'dist/browser/mesh-sdk.js']));
+    expect(entries.filter((path) => !packed.includes(path))).toEqual([]);
     const installed = join(app, 'node_modules', '@mesh-broker', 'sdk');
     expect(readFileSync(join(installed, 'LICENSE'), 'utf8')).toBe(
       readFileSync(join(ROOT, 'LICENSE'), 'utf8'),
     );
-    const manifest = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8')) as { license: string };
-    expect(manifest.license).toBe('Apache-2.0');
+    const shipped = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8')) as PackageManifest;
+    expect(shipped.license).toBe('Apache-2.0');
     // No .ts is shipped, so each source map carries its sources (a peer debugging the SDK sees them).
     const withoutSources = packed.filter((path) => {
       if (!path.endsWith('.map')) return false;
