@@ -6,12 +6,22 @@
  * installed package and opened in Chromium) exchanging messages through a real broker. The tarball's file
  * list is checked (the build, LICENSE, README, CHANGELOG; no sources, no tests), and so are its `exports`
  * types, by tiny TypeScript consumers compiled against the installed package with `moduleResolution`
- * `nodenext` (Node) and `bundler` with the `browser` condition (a bundled web app).
+ * `nodenext` (Node) and `bundler` with the `browser` condition (a bundled web app); a web app bundled by
+ * vite from the install must get the browser build (no `ws`, no node:crypto).
  *
  * npm runs here: the copy's build (tsc, vite) and the install take tens of seconds on two shared cores.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { type Browser, chromium } from 'playwright-core';
@@ -134,17 +144,18 @@ function resolvedFromApp(specifier: string): string {
   }).trim();
 }
 
-/** `tsc -p CONFIG` (the repository's TypeScript) in the app's ts/ folder, written from `files`. */
-function compile(config: object, files: Record<string, string>): Promise<Finished> {
+/**
+ * `tsc` (the repository's TypeScript) on one consumer, `ts/NAME.ts` of the app folder, with
+ * `compilerOptions`; each has its own tsconfig file, so consumers compile side by side.
+ */
+function compile(name: string, compilerOptions: object, source: string[]): Promise<Finished> {
   const dir = join(app, 'ts');
   mkdirSync(dir, { recursive: true });
-  for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
-  writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify(config));
+  writeFileSync(join(dir, `${name}.ts`), `${source.join('\n')}\n`);
+  const config = join(dir, `tsconfig.${name}.json`);
+  writeFileSync(config, JSON.stringify({ compilerOptions, files: [`${name}.ts`] }));
   const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-  return runToEnd(process.execPath, [tsc, '-p', join(dir, 'tsconfig.json')], {
-    cwd: dir,
-    timeoutMs: 120_000,
-  });
+  return runToEnd(process.execPath, [tsc, '-p', config], { cwd: dir, timeoutMs: 170_000 });
 }
 
 interface PackageManifest {
@@ -282,37 +293,35 @@ describe('the SDK tarball', () => {
   }, 90_000);
 
   it('its types resolve for Node (nodenext) and for browsers (bundler, browser condition)', async () => {
-    const strict = { strict: true, noEmit: true, target: 'es2022', skipLibCheck: false };
-    // Node: the Node build's declarations, with generateMemberKeys; the /browser subpath has the same client.
-    const nodeRun = await compile(
-      {
-        compilerOptions: {
+    const strict = { strict: true, noEmit: true, target: 'es2022' };
+    const [nodeRun, browserRun] = await Promise.all([
+      // Node: the Node build's declarations (checked too: skipLibCheck off), with generateMemberKeys; the
+      // /browser subpath has the same client.
+      compile(
+        'node',
+        {
           ...strict,
+          skipLibCheck: false,
           module: 'nodenext',
           moduleResolution: 'nodenext',
           types: ['node'],
           typeRoots: [join(ROOT, 'node_modules', '@types')],
         },
-        files: ['node.ts'],
-      },
-      {
-        'node.ts': [
+        [
           "import { generateMemberKeys, MeshClient, MeshClosedError, type Message } from '@mesh-broker/sdk';",
           "import type { MeshClient as PageClient } from '@mesh-broker/sdk/browser';",
           "const peer = new MeshClient({ urls: ['ws://127.0.0.1:1/ws'], meshId: 'm', keys: generateMemberKeys() });",
           "peer.on('message', (message: Message) => console.log(message.from, message.body));",
           'const page: PageClient = peer;',
           'export const checks = [page, MeshClosedError];',
-          '',
-        ].join('\n'),
-      },
-    );
-    expect(nodeRun.code, nodeRun.stdout + nodeRun.stderr).toBe(0);
-    // A bundled web app: the browser declarations, which have no generateMemberKeys (the @ts-expect-error
-    // fails the compile if the Node declarations were picked instead). skipLibCheck as web app templates set it.
-    const browserRun = await compile(
-      {
-        compilerOptions: {
+        ],
+      ),
+      // A bundled web app: the browser declarations, which have no generateMemberKeys (the @ts-expect-error
+      // fails the compile if the Node declarations were picked instead). skipLibCheck on, as web app
+      // templates set it (the browser declarations still name node:crypto through keys.d.ts).
+      compile(
+        'browser',
+        {
           ...strict,
           skipLibCheck: true,
           module: 'esnext',
@@ -321,20 +330,56 @@ describe('the SDK tarball', () => {
           lib: ['es2022', 'dom'],
           types: [],
         },
-        files: ['browser.ts'],
-      },
-      {
-        'browser.ts': [
+        [
           "import { MeshClient, signHello, type Welcome } from '@mesh-broker/sdk';",
           '// @ts-expect-error: the browser build has no Node key generation',
           "import { generateMemberKeys } from '@mesh-broker/sdk';",
           "const peer = new MeshClient({ urls: ['ws://127.0.0.1:1/ws'], meshId: 'm', keys: { pubkey: 'a', secretKey: 'b' } });",
           "peer.on('welcome', (welcome: Welcome) => console.log(welcome.node));",
           'export const checks = [signHello, generateMemberKeys];',
-          '',
-        ].join('\n'),
-      },
-    );
+        ],
+      ),
+    ]);
+    expect(nodeRun.code, nodeRun.stdout + nodeRun.stderr).toBe(0);
     expect(browserRun.code, browserRun.stdout + browserRun.stderr).toBe(0);
+  }, 180_000);
+
+  it('a bundler (vite) building a web app from the install takes the browser build, with no Node module', async () => {
+    const web = join(app, 'web');
+    mkdirSync(web, { recursive: true });
+    writeFileSync(
+      join(web, 'index.html'),
+      '<!doctype html><script type="module" src="./main.js"></script>\n',
+    );
+    writeFileSync(
+      join(web, 'main.js'),
+      "import { MeshClient } from '@mesh-broker/sdk';\nglobalThis.MeshClient = MeshClient;\n",
+    );
+    const vite = join(ROOT, 'node_modules', 'vite', 'bin', 'vite.js');
+    const out = join(app, 'web-dist');
+    const args = [
+      vite,
+      'build',
+      web,
+      '--outDir',
+      out,
+      '--emptyOutDir',
+      '--minify',
+      'false',
+      '--logLevel',
+      'warn',
+    ];
+    const run = await runToEnd(process.execPath, args, { cwd: app, timeoutMs: 120_000 });
+    expect(run.code, run.stdout + run.stderr).toBe(0);
+    const assets = join(out, 'assets');
+    const bundle = readdirSync(assets)
+      .filter((name) => name.endsWith('.js'))
+      .map((name) => readFileSync(join(assets, name), 'utf8'))
+      .join('\n');
+    // The browser build's stand-in for `ws` is in; neither `ws` (its browser file only throws) nor node:crypto.
+    expect(bundle).toMatch(/BrowserWebSocket = class extends WebSocket/);
+    expect(bundle).not.toContain('ws does not work in the browser');
+    expect(bundle).not.toMatch(/node:crypto|from ["']ws["']/);
+    expect(run.stderr).not.toMatch(/externalized for browser compatibility/);
   }, 120_000);
 });
