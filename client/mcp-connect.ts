@@ -126,8 +126,16 @@ class Connection implements McpConnection {
       this.offs.push(client.on(event, () => this.pollSoon()));
     this.offs.push(client.on('closed', () => void this.close()));
     this.timer = setInterval(() => this.pollSoon(), this.options.pollMs ?? 2000);
-    await this.server.connect(this.options.transport ?? new StdioServerTransport());
+    await this.server.connect(this.options.transport ?? this.stdio());
     this.log(`exposing ${this.catalog.size} mesh tools over MCP`);
+  }
+
+  /** stdin/stdout; the SDK's transport does not notice stdin's end (the MCP client went), so this does. */
+  private stdio(): Transport {
+    const onEnd = () => void this.close();
+    process.stdin.once('end', onEnd);
+    this.offs.push(() => process.stdin.off('end', onEnd));
+    return new StdioServerTransport();
   }
 
   async close(): Promise<void> {
