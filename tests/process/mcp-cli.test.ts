@@ -1,0 +1,148 @@
+/**
+ * Issue 28 item 5 as a user runs it: the real `workbench mcp host` (dist/cli/main.js) runs
+ * `@modelcontextprotocol/server-everything` and hosts it from node A; an MCP SDK Client spawns the real
+ * `workbench mcp connect` over StdioClientTransport against node B (two nodes with `ha.mcp`) and lists and
+ * calls its tools. When the MCP server dies mid-call, the call fails, the host unregisters, exits 1, and the
+ * connect side's client gets `tools/list_changed`. A bad --member is exit 2 with the valid range.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { type CallToolResult, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import { packageRoot } from '../../broker/paths.js';
+import { useWorld } from '../contract/harness.js';
+import { captured, runWorkbench, WORKBENCH } from '../helpers/cli.js';
+import { descendants } from '../helpers/process.js';
+import { pause, waitFor, within } from '../helpers/wait.js';
+
+const EVERYTHING = join(packageRoot(), 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
+const dir = mkdtempSync(join(tmpdir(), 'wb-mcp-cli-'));
+const meshFile = join(dir, 'mesh.json');
+const started: ChildProcess[] = [];
+
+afterAll(() => {
+  for (const child of started)
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('workbench mcp host and connect', () => {
+  const world = useWorld('shared', { flag: 'ha.mcp', env: { PRESENCE_GRACE_MS: '1000' } });
+
+  it('a bad --member or mesh file is exit 2 with what was expected, before connecting', async () => {
+    const made = await runWorkbench(
+      ['mesh', 'create', 'mcp-cli', '--members', '2', '--out', meshFile, '--database-url', world.db.url],
+      {},
+      dir,
+    );
+    expect(made.code).toBe(0);
+    for (const member of ['2', '-1', 'x']) {
+      const bad = await runWorkbench([
+        'mcp',
+        'connect',
+        '--mesh',
+        meshFile,
+        `--member=${member}`,
+        '--url',
+        world.b.wsUrl,
+      ]);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toContain(`--member must be a member's index in ${meshFile}: 0 to 1 (2 members)`);
+      expect(bad.stdout).toBe('');
+    }
+    const missing = await runWorkbench([
+      'mcp',
+      'host',
+      '--mesh',
+      join(dir, 'none.json'),
+      '--member',
+      '0',
+      '--',
+      'x',
+    ]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('cannot read the mesh file');
+  });
+
+  it('hosts server-everything with `mcp host`; an SDK client on `mcp connect` lists, calls, and sees the host go', async () => {
+    const host = spawn(
+      process.execPath,
+      [
+        WORKBENCH,
+        'mcp',
+        'host',
+        '--mesh',
+        meshFile,
+        '--member',
+        '0',
+        '--url',
+        world.a.wsUrl,
+        '--',
+        process.execPath,
+        EVERYTHING,
+        'stdio',
+      ],
+      { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    started.push(host);
+    const hostOut = captured(host);
+    await waitFor(() => /hosting \d+ tools as mesh server "mcp-servers-everything"/.test(hostOut.output()), {
+      timeoutMs: 20_000,
+      what: `the host to register (${hostOut.output()})`,
+    });
+
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [WORKBENCH, 'mcp', 'connect', '--mesh', meshFile, '--member', '1', '--url', world.b.wsUrl],
+      cwd: dir,
+      stderr: 'pipe',
+    });
+    let connectLog = '';
+    transport.stderr?.on('data', (chunk) => {
+      connectLog += chunk;
+    });
+    const mcp = new Client({ name: 'mcp-cli-test', version: '1.0.0' });
+    const errors: Error[] = [];
+    mcp.onerror = (error) => errors.push(error);
+    let changes = 0;
+    mcp.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+      changes++;
+    });
+    await mcp.connect(transport);
+    try {
+      const names = (await mcp.listTools()).tools.map((t) => t.name);
+      expect(names).toEqual(
+        expect.arrayContaining(['mcp-servers-everything__echo', 'mcp-servers-everything__get-sum']),
+      );
+      const sum = (await mcp.callTool({
+        name: 'mcp-servers-everything__get-sum',
+        arguments: { a: 7, b: 35 },
+      })) as CallToolResult;
+      expect((sum.content[0] as { text: string }).text).toContain('42');
+
+      // The MCP server dies mid-call: the call fails, the host unregisters and exits 1.
+      const call = mcp.callTool({
+        name: 'mcp-servers-everything__trigger-long-running-operation',
+        arguments: { duration: 20, steps: 2 },
+      });
+      await waitFor(() => descendants(host.pid!).length > 0, { what: 'the MCP server under the host' });
+      await pause(300, 'the call reaches the server: nothing outside the host tells when it did');
+      for (const pid of descendants(host.pid!)) process.kill(pid, 'SIGKILL');
+      const failed = (await call) as CallToolResult;
+      expect(failed.isError).toBe(true);
+      expect(await within(hostOut.exited, 10_000, 'still running')).toBe(1);
+      expect(hostOut.output()).toContain('stopped hosting "mcp-servers-everything": the MCP server exited');
+      await waitFor(() => changes > 0, { what: 'tools/list_changed after the host went' });
+      expect((await mcp.listTools()).tools).toEqual([]);
+      // stdout of `mcp connect` carried MCP only (a stray line would be a parse error here); logs on stderr.
+      expect(errors).toEqual([]);
+      expect(connectLog).toContain('workbench mcp connect: exposing');
+    } finally {
+      await mcp.close();
+    }
+  });
+});
