@@ -96,6 +96,7 @@ class Connection implements McpConnection {
   private signature = '';
   private timer: ReturnType<typeof setInterval> | undefined;
   private polling: Promise<void> | undefined;
+  private again = false;
   private soon: ReturnType<typeof setTimeout> | undefined;
   private readonly offs: Array<() => void> = [];
   private readonly log: (line: string) => void;
@@ -203,9 +204,22 @@ class Connection implements McpConnection {
     }
   }
 
-  /** Lists the mesh's servers now (coalesced with one that runs) and notifies when the tools changed. */
+  /**
+   * Lists the mesh's servers and notifies when the tools changed. One listing at a time: asked while one
+   * runs, it runs once more after it (a change during a listing is not missed), never more.
+   */
   private poll(): Promise<void> {
-    this.polling ??= this.listAll().finally(() => {
+    if (this.polling) {
+      this.again = true;
+      return this.polling;
+    }
+    const run = async () => {
+      do {
+        this.again = false;
+        await this.listAll();
+      } while (this.again && !this.ended);
+    };
+    this.polling = run().finally(() => {
       this.polling = undefined;
     });
     return this.polling;

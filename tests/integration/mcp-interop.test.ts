@@ -21,6 +21,9 @@ import { waitFor } from '../helpers/wait.js';
 
 const EVERYTHING = join(packageRoot(), 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
 
+/** A server shaped to test the bounds, paging and list changes (tests/helpers/mcp-fixture-server.mjs). */
+const FIXTURE = join(packageRoot(), 'tests/helpers/mcp-fixture-server.mjs');
+
 const quiet = () => {};
 const hosts: McpHost[] = [];
 const mcpClients: Client[] = [];
@@ -40,6 +43,19 @@ async function hostEverything(client: MeshClient, name: string, extra: { maxFram
     stderr: 'ignore',
     log: quiet,
     ...extra,
+  });
+  hosts.push(host);
+  return host;
+}
+
+async function hostFixture(client: MeshClient, name: string, args: string[] = []) {
+  const host = await hostMcpServer({
+    client,
+    command: process.execPath,
+    args: [FIXTURE, ...args],
+    server: name,
+    stderr: 'ignore',
+    log: quiet,
   });
   hosts.push(host);
   return host;
@@ -201,5 +217,40 @@ describe('real MCP servers and clients on the mesh, two nodes with ha.mcp', () =
       'Echo: ok',
     );
     expect(callerPeer.connected && hostPeer.connected).toBe(true);
+  });
+  it("registers what the broker takes of a server's paged tool list, says what it left out, and follows its list changes", async () => {
+    const { hostPeer, callerPeer } = await peers();
+    const host = await hostFixture(hostPeer, 'fixture');
+    // Read over four tools/list pages of 40: tools of the last pages are hosted too.
+    expect(host.tools).toHaveLength(100);
+    expect(host.tools).toEqual(expect.arrayContaining(['add-tool', 't0', 't98']));
+    const reasons = Object.fromEntries(host.leftOut.map((t) => [t.name, t.reason]));
+    expect(reasons['bad name!']).toMatch(/not a mesh tool name/);
+    expect(reasons.huge).toMatch(/entry would pass 61440 bytes/);
+    expect(reasons.t99).toMatch(/at most 100 tools per server/);
+    expect(host.leftOut).toHaveLength(53);
+
+    const { mcp, changes } = await mcpClientOn(callerPeer);
+    expect(await names(mcp)).toHaveLength(100);
+    // The server adds a tool and says so: the host registers again, the connect side's client hears of it.
+    expect(text(await mcp.callTool({ name: 'fixture__add-tool', arguments: {} }))).toBe('added');
+    await waitFor(() => changes.count > 0, { what: 'list_changed after the server added a tool' });
+    expect(host.tools).toContain('late');
+    expect(await names(mcp)).toContain('fixture__late');
+    expect(text(await mcp.callTool({ name: 'fixture__late', arguments: {} }))).toBe('called late');
+  });
+
+  it("tools/list pages are the mesh's mcp.list pages (two servers of 40 KiB: two pages)", async () => {
+    const { hostPeer, callerPeer } = await peers();
+    await hostFixture(hostPeer, 'big-a', ['--big']);
+    await hostFixture(hostPeer, 'big-b', ['--big']);
+    const { mcp } = await mcpClientOn(callerPeer);
+    const first = await mcp.listTools();
+    expect(first.nextCursor).toBeDefined();
+    const second = await mcp.listTools({ cursor: first.nextCursor });
+    expect(second.nextCursor).toBeUndefined();
+    expect(first.tools.map((t) => t.name)).toContain('big-a__b0');
+    expect(second.tools.map((t) => t.name)).toContain('big-b__b19');
+    expect(first.tools.length + second.tools.length).toBe(40);
   });
 });
