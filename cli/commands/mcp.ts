@@ -59,13 +59,34 @@ async function runMcpCommand({ values, positionals }: Parsed<typeof OPTIONS>): P
     keys: member.keys,
     name: `mcp-${action}`,
   });
-  await client.connect();
+  await connectWithin(client, url, CONNECT_TIMEOUT_MS);
   const log = (line: string) => process.stderr.write(`workbench mcp ${action}: ${line}\n`);
   log(`member ${member.index} of mesh ${member.meshId} on ${client.node} (${url})`);
   try {
     return action === 'host' ? await host(client, rest, values.server, log) : await connect(client, log);
   } finally {
     client.close();
+  }
+}
+
+/** How long the first connection may take: the SDK retries a dead URL forever, a command should not. */
+const CONNECT_TIMEOUT_MS = 15_000;
+
+async function connectWithin(client: MeshClient, url: string, timeoutMs: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`no welcome from ${url} within ${timeoutMs / 1000} s`)),
+      timeoutMs,
+    );
+  });
+  try {
+    await Promise.race([client.connect(), timeout]);
+  } catch (error) {
+    client.close();
+    throw error;
+  } finally {
+    clearTimeout(timer);
   }
 }
 

@@ -6,9 +6,10 @@
  * connect side's client gets `tools/list_changed`. A bad --member is exit 2 with the valid range.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { generateMemberKeys } from '@mesh-broker/sdk';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { type CallToolResult, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
@@ -33,7 +34,7 @@ afterAll(() => {
 describe('workbench mcp host and connect', () => {
   const world = useWorld('shared', { flag: 'ha.mcp', env: { PRESENCE_GRACE_MS: '1000' } });
 
-  it('a bad --member or mesh file is exit 2 with what was expected, before connecting', async () => {
+  it('a bad --member or mesh file is exit 2 with what was expected, before connecting; keys the mesh refuses are exit 1', async () => {
     const made = await runWorkbench(
       ['mesh', 'create', 'mcp-cli', '--members', '2', '--out', meshFile, '--database-url', world.db.url],
       {},
@@ -66,6 +67,23 @@ describe('workbench mcp host and connect', () => {
     ]);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain('cannot read the mesh file');
+    // Keys that are no member of the mesh: the broker refuses the hello for good, exit 1 with the reason.
+    const stranger = join(dir, 'stranger.json');
+    const { meshId } = JSON.parse(readFileSync(meshFile, 'utf8')) as { meshId: string };
+    writeFileSync(stranger, JSON.stringify({ meshId, name: 'x', members: [generateMemberKeys()] }));
+    const refused = await runWorkbench([
+      'mcp',
+      'connect',
+      '--mesh',
+      stranger,
+      '--member',
+      '0',
+      '--url',
+      world.b.wsUrl,
+    ]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('connection refused for good');
+    expect(refused.stdout).toBe('');
   });
 
   it('hosts server-everything with `mcp host`; an SDK client on `mcp connect` lists, calls, and sees the host go', async () => {
