@@ -64,6 +64,10 @@ export const COMMANDS: Record<string, CommandEntry> = {
     summary: 'create a mesh with K members and fresh ed25519 keys',
     load: async () => (await import('./commands/mesh.js')).meshCommand,
   },
+  mcp: {
+    summary: 'host a stdio MCP server on the mesh, or serve every tool of the mesh over stdio MCP',
+    load: async () => (await import('./commands/mcp.js')).mcpCommand,
+  },
   audit: {
     summary: "verify every mesh's audit chain, once or following (the independent verifier)",
     load: async () => (await import('./commands/audit.js')).auditCommand,
