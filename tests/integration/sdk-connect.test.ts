@@ -13,7 +13,7 @@ import { startNode } from '../helpers/nodes.js';
 import { freePort } from '../helpers/ports.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { type SdkProxy, startSdkProxy } from '../helpers/sdk-proxy.js';
-import { waitFor } from '../helpers/wait.js';
+import { pause, waitFor } from '../helpers/wait.js';
 
 let db: TestDatabase;
 let node: TestNode;
@@ -118,7 +118,7 @@ describe('connect() always settles', () => {
     expect(String((outcome as Error).message)).toContain('user gave up');
     expect(peer.state).toBe('suspended');
     const after = attempts.length;
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await pause(300, 'a window of many backoffs (20 to 50 ms) in which a suspended client must not try');
     expect(attempts.length).toBe(after);
     // An already aborted signal rejects at once.
     await expect(peer.connect({ signal: AbortSignal.abort() })).rejects.toMatchObject({ code: 'aborted' });
