@@ -64,6 +64,8 @@ export class StreamSubscription extends Emitter<StreamSubscriptionEvents> {
   readonly ready: Promise<void>;
   private active = true;
   private sentAt = -1;
+  /** The `since` of the subscribe in flight, for its reply. */
+  private since: StreamPosition | undefined;
   private settleReady!: (error?: Error) => void;
 
   constructor(
@@ -89,11 +91,11 @@ export class StreamSubscription extends Emitter<StreamSubscriptionEvents> {
     if (!this.active || !this.client.connected || this.sentAt === this.client.welcomes) return;
     this.sentAt = this.client.welcomes;
     const since = this.options.recover ? this.position : undefined;
+    this.since = since;
     const frame: Frame = { type: 'stream.subscribe', stream: this.name, ...(since ? { since } : {}) };
-    this.client.request(frame).then(
-      (reply) => this.onSubscribed(reply, since),
-      (error: Error) => this.onRefused(error),
-    );
+    // The reply itself is handled by `onSubscribed`, from the frame listener: synchronously, before a
+    // `stream.data` that follows it in the same read (a promise's continuation would run after it).
+    this.client.request(frame).catch((error: Error) => this.onRefused(error));
   }
 
   /** A frame of this stream: delivered unless it is one already delivered (same epoch, offset ≤ last). */
@@ -134,7 +136,11 @@ export class StreamSubscription extends Emitter<StreamSubscriptionEvents> {
     }
   }
 
-  private onSubscribed(reply: Frame, since: StreamPosition | undefined): void {
+  /** A `stream.subscribed` for this stream: the position it starts from, and what a resume recovered. */
+  onSubscribed(reply: Frame): void {
+    if (!this.active) return;
+    const since = this.since;
+    this.since = undefined;
     const position =
       typeof reply.offset === 'number' && typeof reply.epoch === 'string'
         ? { offset: reply.offset, epoch: reply.epoch }
@@ -143,6 +149,8 @@ export class StreamSubscription extends Emitter<StreamSubscriptionEvents> {
     if (!this.position && position) this.position = position;
     this.settleReady();
     this.emit('subscribed', reply);
+    // Not recovered: the history no longer holds what followed `since`; go on from where the stream is.
+    if (since && reply.recovered === false && position) this.position = position;
     if (since && typeof reply.recovered === 'boolean') {
       const recovery: StreamRecovery = { stream: this.name, recovered: reply.recovered, since };
       if (typeof reply.reason === 'string') recovery.reason = reply.reason;
@@ -175,11 +183,12 @@ export class StreamsApi {
       for (const subscription of this.subscriptions.values()) subscription.sendIfNeeded();
     });
     client.on('frame', (frame) => {
-      if (frame.type !== 'stream.data' && frame.type !== 'stream.gap') return;
+      if (!frame.type.startsWith('stream.')) return;
       const subscription = this.subscriptions.get(String(frame.stream));
       if (!subscription) return;
       if (frame.type === 'stream.data') subscription.deliver(frame as unknown as StreamMessage);
-      else subscription.reportGap(frame);
+      else if (frame.type === 'stream.gap') subscription.reportGap(frame);
+      else if (frame.type === 'stream.subscribed') subscription.onSubscribed(frame);
     });
   }
 
