@@ -36,6 +36,7 @@ import { type MeshLogger, silentLogger } from './logger.js';
 import { McpApi } from './mcp.js';
 import { isOffline, watchNetwork } from './network.js';
 import { backoffDelay, type ResolvedRetry, type RetryPolicy, resolveRetry } from './retry.js';
+import type { RequestOptions } from './session.js';
 import { StreamsApi } from './streams.js';
 
 export { type ClientClosed, MeshClosedError, MeshConnectError, MeshRequestError } from './errors.js';
@@ -259,10 +260,7 @@ export class MeshClient extends Emitter<ClientEvents> {
    * Sends a request and resolves with its reply; an `error` reply rejects with MeshRequestError (its
    * code), as do a timeout (`timeout`), a lost connection (`disconnected`) and the signal (`aborted`).
    */
-  request<T extends Frame = Frame>(
-    frame: Frame,
-    options: { timeoutMs?: number; retry?: boolean; signal?: AbortSignal } = {},
-  ): Promise<T> {
+  request<T extends Frame = Frame>(frame: Frame, options: RequestOptions = {}): Promise<T> {
     const { signal } = options;
     if (signal?.aborted) return Promise.reject(abortedError(frame.type, signal));
     if (this.stopped) {

@@ -4,12 +4,12 @@
  * typed listener with an unsubscribe, and the four requests return the clock's status.
  */
 import type { ClockStatusFrame, ClockTick, Frame } from '../protocol/frames.js';
-import type { MeshClient } from './client.js';
+import type { Session } from './session.js';
 
 type Options = { signal?: AbortSignal; timeoutMs?: number };
 
 export class ClockApi {
-  constructor(private readonly client: MeshClient) {}
+  constructor(private readonly client: Session) {}
 
   /** Calls `listener` with every `clock.tick`; returns the function that stops it. */
   onTick(listener: (tick: ClockTick) => void): () => void {

@@ -5,8 +5,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Frame, McpCallResult, McpInvoke, McpTool } from '../protocol/frames.js';
-import type { MeshClient } from './client.js';
 import { MeshRequestError } from './errors.js';
+import type { Session } from './session.js';
 
 /** A tool as registered: `description` and `inputSchema` are optional on the wire. */
 export type McpToolSpec = Pick<McpTool, 'name'> & Partial<Omit<McpTool, 'name'>>;
@@ -51,7 +51,7 @@ interface Hosting {
 export class McpApi {
   private readonly hosted = new Map<string, Hosting>();
 
-  constructor(private readonly client: MeshClient) {
+  constructor(private readonly client: Session) {
     client.on('welcome', () => {
       for (const [server, hosting] of this.hosted) this.registerAgain(server, hosting);
     });

@@ -8,9 +8,9 @@
  * optional on the wire: against a broker without them every frame is delivered and nothing is recovered.
  */
 import type { Frame, StreamData } from '../protocol/frames.js';
-import type { MeshClient } from './client.js';
 import { Emitter } from './emitter.js';
 import { MeshRequestError } from './errors.js';
+import type { Session } from './session.js';
 
 /** A stream position: the broker's offset within an epoch (a new epoch restarts the offsets). */
 export interface StreamPosition {
@@ -69,7 +69,7 @@ export class StreamSubscription extends Emitter<StreamSubscriptionEvents> {
   private settleReady!: (error?: Error) => void;
 
   constructor(
-    private readonly client: MeshClient,
+    private readonly client: Session,
     readonly name: string,
     readonly options: SubscribeOptions,
     private readonly forget: (subscription: StreamSubscription) => void,
@@ -178,7 +178,7 @@ export class StreamSubscription extends Emitter<StreamSubscriptionEvents> {
 export class StreamsApi {
   private readonly subscriptions = new Map<string, StreamSubscription>();
 
-  constructor(private readonly client: MeshClient) {
+  constructor(private readonly client: Session) {
     client.on('welcome', () => {
       for (const subscription of this.subscriptions.values()) subscription.sendIfNeeded();
     });
