@@ -17,6 +17,7 @@ import { closeAllClients, connectPeer, createMesh, type TestMesh } from '../help
 import { startNode } from '../helpers/nodes.js';
 import { freePort } from '../helpers/ports.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { startSdkProxy } from '../helpers/sdk-proxy.js';
 import { waitFor } from '../helpers/wait.js';
 
 const BUNDLE = join(packageRoot(), 'client', 'dist', 'browser', 'mesh-sdk.js');
@@ -78,18 +79,21 @@ function inPage<T>(body: string, args: unknown = null): Promise<T> {
 }
 
 /** A browser peer in `window.peer`, its state changes in `window.states`, stream data in `window.got`. */
-async function browserPeer(urls: string[]): Promise<void> {
+async function browserPeer(
+  urls: string[],
+  retry: object = { initialDelayMs: 20, maxDelayMs: 100 },
+): Promise<void> {
   const member = mesh.members[1]!;
   const keys = { pubkey: member.pubkey, secretKey: member.secretKey };
   await inPage(
     `const sdk = await import('/sdk/mesh-sdk.js');
      window.peer?.close();
-     const peer = new sdk.MeshClient({ ...args, retry: { initialDelayMs: 20, maxDelayMs: 100 } });
+     const peer = new sdk.MeshClient(args);
      window.peer = peer;
      window.states = [];
      window.got = [];
      peer.on('state', (c) => window.states.push(c.to + (c.reason === 'offline' ? ' (offline)' : '')));`,
-    { urls, meshId: mesh.meshId, keys },
+    { urls, meshId: mesh.meshId, keys, retry },
   );
 }
 
@@ -130,6 +134,25 @@ describe('the SDK in Chromium', () => {
       'connecting',
       'connected',
     ]);
+  });
+
+  it('a suspended client (attempts ran out) reconnects at once when the page becomes visible', async () => {
+    const proxy = await startSdkProxy(node.wsUrl);
+    try {
+      await browserPeer([proxy.wsUrl], { initialDelayMs: 20, maxDelayMs: 50, maxAttempts: 2 });
+      await connectInPage(10_000);
+      proxy.refuse(true);
+      proxy.drop();
+      await waitFor(async () => (await pageState()) === 'suspended', {
+        what: 'suspended after two attempts',
+      });
+      proxy.refuse(false);
+      // The tab is visible in headless Chromium; the event is what a browser sends when it comes back.
+      await inPage(`document.dispatchEvent(new Event('visibilitychange'));`);
+      await waitFor(async () => (await pageState()) === 'connected', { what: 'connected once visible' });
+    } finally {
+      await proxy.close();
+    }
   });
 
   it('streams.subscribe in the page gets what a Node peer publishes', async () => {
