@@ -159,6 +159,7 @@ export class MeshClient extends Emitter<ClientEvents> {
   private watchdog: ReturnType<typeof setInterval> | undefined;
   private lastFrameAt = 0;
   private unwatchNetwork: (() => void) | undefined;
+  private welcomeCount = 0;
 
   constructor(private readonly options: MeshClientOptions) {
     super();
@@ -194,8 +195,6 @@ export class MeshClient extends Emitter<ClientEvents> {
   get welcomes(): number {
     return this.welcomeCount;
   }
-
-  private welcomeCount = 0;
 
   override on<K extends keyof ClientEvents>(
     event: K,
@@ -531,7 +530,8 @@ export class MeshClient extends Emitter<ClientEvents> {
     this.lastClose = { code, reason, permanent };
     if (!this.stopped) this.emit('disconnected', { code, reason, willReconnect, permanent });
     if (!willReconnect) {
-      this.stop(code, reason, permanent);
+      // With `reconnect: false` a connect() that got no welcome failed to reach a broker, not closed.
+      this.stop(code, reason, permanent, permanent ? 'refused' : wasWelcomed ? 'closed' : 'unreachable');
       return;
     }
     if (!wasWelcomed) this.attempt++;
@@ -576,7 +576,12 @@ export class MeshClient extends Emitter<ClientEvents> {
     if (rejectWith) for (const waiter of [...this.waiters]) waiter.reject(this.connectError(rejectWith));
   }
 
-  private stop(code: number, reason: string, permanent: boolean): void {
+  private stop(
+    code: number,
+    reason: string,
+    permanent: boolean,
+    waiterCode: ConnectErrorCode = permanent ? 'refused' : 'closed',
+  ): void {
     if (this.stopped) return;
     this.stopped = true;
     const closed: ClientClosed = { code, reason, permanent };
@@ -591,9 +596,7 @@ export class MeshClient extends Emitter<ClientEvents> {
     this.pending.clear();
     const refusal = permanent ? 'connection refused for good' : 'connection closed';
     for (const waiter of [...this.waiters]) {
-      waiter.reject(
-        new MeshConnectError(permanent ? 'refused' : 'closed', closed, `${refusal} (${code} ${reason})`),
-      );
+      waiter.reject(new MeshConnectError(waiterCode, closed, `${refusal} (${code} ${reason})`));
     }
     this.setState('closed', `${code} ${reason}`);
     this.emit('closed', closed);

@@ -84,6 +84,14 @@ describe('connect() always settles', () => {
     expect(peer.state).toBe('suspended');
   });
 
+  it('with reconnect: false, rejects unreachable at the first failed attempt and closes the client', async () => {
+    const dead = `ws://127.0.0.1:${await freePort()}/ws`;
+    const peer = client([dead], { reconnect: false });
+    const outcome = await settled(peer.connect(), 5000);
+    expect(outcome).toMatchObject({ code: 'unreachable', closed: { permanent: false } });
+    expect(peer.state).toBe('closed');
+  });
+
   it('rejects with code timeout when a socket opens but no welcome comes', async () => {
     const peer = client([await silentBroker()]);
     const outcome = await settled(peer.connect({ timeoutMs: 500 }), 5000);
