@@ -230,8 +230,14 @@ export class MeshClient extends Emitter<ClientEvents> {
         this.waiters.delete(waiter);
       };
       const waiter: ConnectWaiter = {
-        resolve: (welcome) => (finish(), resolve(welcome)),
-        reject: (error) => (finish(), reject(error)),
+        resolve: (welcome) => {
+          finish();
+          resolve(welcome);
+        },
+        reject: (error) => {
+          finish();
+          reject(error);
+        },
       };
       const giveUp = (error: MeshConnectError) => {
         waiter.reject(error);

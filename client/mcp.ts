@@ -53,7 +53,7 @@ export class McpApi {
 
   constructor(private readonly client: Session) {
     client.on('welcome', () => {
-      for (const [server, hosting] of this.hosted) this.registerAgain(server, hosting);
+      for (const hosting of this.hosted.values()) this.registerAgain(hosting);
     });
     client.on('frame', (frame) => {
       if (frame.type === 'mcp.invoke') void this.answer(frame as unknown as McpInvoke);
@@ -110,7 +110,7 @@ export class McpApi {
     return [...this.hosted.keys()];
   }
 
-  private registerAgain(server: string, hosting: Hosting): void {
+  private registerAgain(hosting: Hosting): void {
     if (hosting.sentAt === this.client.welcomes) return;
     hosting.sentAt = this.client.welcomes;
     // Nothing waits on it: a refusal now (e.g. the name taken meanwhile) is the client's `error`.
