@@ -177,9 +177,19 @@ export class StreamSubscription extends Emitter<StreamSubscriptionEvents> {
 /** `client.streams`: the subscriptions of one client, by stream name, and the stream requests. */
 export class StreamsApi {
   private readonly subscriptions = new Map<string, StreamSubscription>();
+  /**
+   * Names unsubscribed while disconnected: a session resumed within its grace period still holds them on
+   * the node, so the unsubscribe goes out at the next welcome (at most one per name ever subscribed).
+   */
+  private readonly leaving = new Set<string>();
 
   constructor(private readonly client: Session) {
     client.on('welcome', () => {
+      for (const name of this.leaving) {
+        if (this.subscriptions.has(name)) continue;
+        client.request({ type: 'stream.unsubscribe', stream: name }).catch(() => {});
+      }
+      this.leaving.clear();
       for (const subscription of this.subscriptions.values()) subscription.sendIfNeeded();
     });
     client.on('frame', (frame) => {
@@ -199,8 +209,11 @@ export class StreamsApi {
   subscribe(name: string, options: SubscribeOptions = {}): StreamSubscription {
     const existing = this.subscriptions.get(name);
     if (existing) return existing;
+    this.leaving.delete(name);
     const subscription = new StreamSubscription(this.client, name, options, (s) => {
-      if (this.subscriptions.get(s.name) === s) this.subscriptions.delete(s.name);
+      if (this.subscriptions.get(s.name) !== s) return;
+      this.subscriptions.delete(s.name);
+      if (!this.client.connected) this.leaving.add(s.name);
     });
     this.subscriptions.set(name, subscription);
     subscription.sendIfNeeded();

@@ -99,6 +99,25 @@ describe('streams.subscribe', () => {
   });
 });
 
+describe('streams unsubscribed while disconnected', () => {
+  it('are unsubscribed at the next welcome, on a session the node resumed with them', async () => {
+    const publisher = await connectPeer(node.wsUrl, mesh, mesh.members[0]!);
+    const { peer, proxy } = await behindProxy(1);
+    const quotes = peer.streams.subscribe('quotes');
+    await quotes.ready;
+    proxy.refuse(true);
+    proxy.drop();
+    await waitFor(() => peer.state !== 'connected', { what: 'the cut' });
+    await quotes.unsubscribe(); // nothing to send it on: the node still holds it for the session
+    const welcomed = peer.next('welcome');
+    proxy.refuse(false);
+    expect((await welcomed).resumed).toBe(true);
+    await waitFor(async () => !(await listStreams(publisher)).some((stream) => stream.name === 'quotes'), {
+      what: 'quotes gone from the node',
+    });
+  });
+});
+
 describe('clock.onTick', () => {
   it('calls the listener with each tick until its unsubscribe', async () => {
     const peer = await connectPeer(node.wsUrl, mesh, mesh.members[0]!);
