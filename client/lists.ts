@@ -6,15 +6,21 @@
 import type { Frame, McpListResult, McpServer, StreamInfo, StreamListResult } from '../protocol/frames.js';
 import type { MeshClient } from './client.js';
 
+/** `signal` aborts the walk (the page in flight rejects with `aborted`). */
+export interface ListOptions {
+  signal?: AbortSignal;
+  timeoutMs?: number;
+}
+
 /** Every MCP server of the mesh, in name order, page after page. */
-export async function listMcpServers(client: MeshClient): Promise<McpServer[]> {
-  const pages = followPages(client, 'mcp.list', (page: Frame & McpListResult) => page.servers);
+export async function listMcpServers(client: MeshClient, options: ListOptions = {}): Promise<McpServer[]> {
+  const pages = followPages(client, 'mcp.list', (page: Frame & McpListResult) => page.servers, options);
   return collectPages(pages);
 }
 
 /** Every stream of the mesh with its subscriber count, in name order, page after page. */
-export async function listStreams(client: MeshClient): Promise<StreamInfo[]> {
-  const pages = followPages(client, 'stream.list', (page: Frame & StreamListResult) => page.streams);
+export async function listStreams(client: MeshClient, options: ListOptions = {}): Promise<StreamInfo[]> {
+  const pages = followPages(client, 'stream.list', (page: Frame & StreamListResult) => page.streams, options);
   return collectPages(pages);
 }
 
@@ -22,10 +28,11 @@ async function* followPages<P extends Frame & { next?: string }, T>(
   client: MeshClient,
   type: string,
   itemsOf: (page: P) => T[],
+  options: ListOptions,
 ): AsyncGenerator<T[]> {
   let cursor: string | undefined;
   for (;;) {
-    const page = await client.request<P>(cursor === undefined ? { type } : { type, cursor });
+    const page = await client.request<P>(cursor === undefined ? { type } : { type, cursor }, options);
     yield itemsOf(page);
     // Names come in increasing order: a cursor that does not move on would page forever.
     if (page.next === undefined || (cursor !== undefined && page.next <= cursor)) return;
