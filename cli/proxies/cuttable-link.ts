@@ -16,19 +16,38 @@ export class CuttableLink {
   /** Each connection's first bytes up to the end of its HTTP head, in the order they connected. */
   readonly requestHeads: string[] = [];
   readonly responseHeads: string[] = [];
+  /** Connections accepted so far, refused ones included. */
+  accepted = 0;
+  private refusing = false;
   private readonly connections = new Set<Socket>();
 
   private constructor(
     private readonly server: ReturnType<typeof createServer>,
     readonly port: number,
+    private readonly upstreamPath: string,
   ) {}
 
+  /** A link to `upstream` (an http:// or ws:// URL: its host and port; a ws:// path is kept for `wsUrl`). */
   static async start(upstream: string): Promise<CuttableLink> {
-    const { hostname, port } = new URL(upstream);
+    const { hostname, port, pathname } = new URL(upstream);
     const server = createServer();
-    const link: CuttableLink = new CuttableLink(server, await listenOnLoopback(server));
-    server.on('connection', (client) => link.relay(client, hostname, Number(port)));
+    const link: CuttableLink = new CuttableLink(server, await listenOnLoopback(server), pathname);
+    server.on('connection', (client) => {
+      link.accepted++;
+      if (link.refusing) client.destroy();
+      else link.relay(client, hostname, Number(port));
+    });
     return link;
+  }
+
+  /** The upstream URL's path through the link: `ws://127.0.0.1:<port><path>`. */
+  get wsUrl(): string {
+    return this.url(this.upstreamPath);
+  }
+
+  /** While on, new connections are closed as they come (the upstream unreachable meanwhile). */
+  refuse(on: boolean): void {
+    this.refusing = on;
   }
 
   /** `ws://127.0.0.1:<port><path>`: the URL peers use instead of the load balancer's. */

@@ -7,12 +7,12 @@
 import { generateMemberKeys, MeshClient, MeshClosedError, MeshConnectError } from '@mesh-broker/sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocketServer } from 'ws';
+import { CuttableLink } from '../../cli/proxies/cuttable-link.js';
 import type { TestNode } from '../helpers/broker.js';
 import { closeAllClients, createMesh, type TestMesh } from '../helpers/mesh.js';
 import { startNode } from '../helpers/nodes.js';
 import { freePort } from '../helpers/ports.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { type SdkProxy, startSdkProxy } from '../helpers/sdk-proxy.js';
 import { pause, waitFor } from '../helpers/wait.js';
 
 let db: TestDatabase;
@@ -44,8 +44,8 @@ async function silentBroker(): Promise<string> {
   return `ws://127.0.0.1:${port}/ws`;
 }
 
-async function proxied(): Promise<SdkProxy> {
-  const proxy = await startSdkProxy(node.wsUrl);
+async function proxied(): Promise<CuttableLink> {
+  const proxy = await CuttableLink.start(node.wsUrl);
   cleanups.push(() => proxy.close());
   return proxy;
 }
@@ -140,7 +140,7 @@ describe('connect() always settles', () => {
     peer.on('state', ({ to }) => states.push(to));
     const outcome = await settled(peer.connect(), 5000);
     expect(outcome).toMatchObject({ code: 'unreachable' });
-    expect(proxy.connections).toBe(3);
+    expect(proxy.accepted).toBe(3);
     expect(peer.state).toBe('suspended');
     expect(states).toEqual([
       'connecting',
@@ -165,7 +165,7 @@ describe('the connection state machine against a node', () => {
     const changes: Array<{ from: string; to: string }> = [];
     peer.on('state', ({ from, to }) => changes.push({ from, to }));
     await peer.connect();
-    proxy.drop();
+    proxy.cut();
     await waitFor(() => changes.length >= 4 && peer.state === 'connected', { what: 'the reconnect' });
     peer.close();
     expect(changes.map(({ from, to }) => `${from}→${to}`)).toEqual([

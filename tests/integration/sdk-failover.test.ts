@@ -8,17 +8,17 @@
  */
 import { listMcpServers, type MeshClient } from '@mesh-broker/sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { CuttableLink } from '../../cli/proxies/cuttable-link.js';
 import type { TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh, type TestMesh } from '../helpers/mesh.js';
 import { startNodes } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { type SdkProxy, startSdkProxy } from '../helpers/sdk-proxy.js';
 import { pause, waitFor } from '../helpers/wait.js';
 
 let db: TestDatabase;
 let nodes: TestNode[];
 let mesh: TestMesh;
-const proxies: SdkProxy[] = [];
+const proxies: CuttableLink[] = [];
 
 beforeAll(async () => {
   db = await createTestDatabase('sdk_failover');
@@ -35,8 +35,8 @@ afterAll(async () => {
 });
 
 /** Member `index` on node 0 through a relay, with node 1 as its next URL. */
-async function onNodeZero(index: number): Promise<{ peer: MeshClient; proxy: SdkProxy }> {
-  const proxy = await startSdkProxy(nodes[0]!.wsUrl);
+async function onNodeZero(index: number): Promise<{ peer: MeshClient; proxy: CuttableLink }> {
+  const proxy = await CuttableLink.start(nodes[0]!.wsUrl);
   proxies.push(proxy);
   const peer = await connectPeer([proxy.wsUrl, nodes[1]!.wsUrl], mesh, mesh.members[index]!, {
     retry: { initialDelayMs: 20, maxDelayMs: 100 },
@@ -46,9 +46,9 @@ async function onNodeZero(index: number): Promise<{ peer: MeshClient; proxy: Sdk
 }
 
 /** Cuts node 0 away from `peer` for good; resolves once it is welcomed by node 1. */
-async function moveToNodeOne(peer: MeshClient, proxy: SdkProxy): Promise<void> {
+async function moveToNodeOne(peer: MeshClient, proxy: CuttableLink): Promise<void> {
   proxy.refuse(true);
-  proxy.drop();
+  proxy.cut();
   await waitFor(() => peer.state === 'connected' && peer.node === nodes[1]!.nodeId, {
     what: 'the peer welcomed by node 1',
   });

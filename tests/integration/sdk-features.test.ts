@@ -7,18 +7,18 @@
  */
 import { listMcpServers, listStreams, type MeshClient, MeshMcpError } from '@mesh-broker/sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { CuttableLink } from '../../cli/proxies/cuttable-link.js';
 import type { TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh, type TestMesh } from '../helpers/mesh.js';
 import { startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { type SdkProxy, startSdkProxy } from '../helpers/sdk-proxy.js';
 import { pause, waitFor } from '../helpers/wait.js';
 
 const GRACE_MS = 300;
 let db: TestDatabase;
 let node: TestNode;
 let mesh: TestMesh;
-const proxies: SdkProxy[] = [];
+const proxies: CuttableLink[] = [];
 
 beforeAll(async () => {
   db = await createTestDatabase('sdk_features');
@@ -39,8 +39,8 @@ afterAll(async () => {
 });
 
 /** Member `index` behind its own relay, so the test can cut it alone. */
-async function behindProxy(index: number): Promise<{ peer: MeshClient; proxy: SdkProxy }> {
-  const proxy = await startSdkProxy(node.wsUrl);
+async function behindProxy(index: number): Promise<{ peer: MeshClient; proxy: CuttableLink }> {
+  const proxy = await CuttableLink.start(node.wsUrl);
   proxies.push(proxy);
   const peer = await connectPeer(proxy.wsUrl, mesh, mesh.members[index]!, {
     retry: { initialDelayMs: 20, maxDelayMs: 100 },
@@ -49,10 +49,10 @@ async function behindProxy(index: number): Promise<{ peer: MeshClient; proxy: Sd
 }
 
 /** Cuts `peer` for longer than the grace period (its session ends on the node), then lets it back. */
-async function longCut(peer: MeshClient, proxy: SdkProxy, witness: MeshClient): Promise<void> {
+async function longCut(peer: MeshClient, proxy: CuttableLink, witness: MeshClient): Promise<void> {
   const left = witness.next('peer.left', (event) => event.sessionId === peer.sessionId);
   proxy.refuse(true);
-  proxy.drop();
+  proxy.cut();
   await left;
   proxy.refuse(false);
   await waitFor(() => peer.state === 'connected', { what: 'the reconnect after the long cut' });
@@ -106,7 +106,7 @@ describe('streams unsubscribed while disconnected', () => {
     const quotes = peer.streams.subscribe('quotes');
     await quotes.ready;
     proxy.refuse(true);
-    proxy.drop();
+    proxy.cut();
     await waitFor(() => peer.state !== 'connected', { what: 'the cut' });
     await quotes.unsubscribe(); // nothing to send it on: the node still holds it for the session
     const welcomed = peer.next('welcome');

@@ -12,12 +12,12 @@ import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocketServer } from 'ws';
 import { packageRoot } from '../../broker/paths.js';
+import { CuttableLink } from '../../cli/proxies/cuttable-link.js';
 import type { TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh, type TestMesh } from '../helpers/mesh.js';
 import { startNode } from '../helpers/nodes.js';
 import { freePort } from '../helpers/ports.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { startSdkProxy } from '../helpers/sdk-proxy.js';
 import { waitFor } from '../helpers/wait.js';
 
 const BUNDLE = join(packageRoot(), 'client', 'dist', 'browser', 'mesh-sdk.js');
@@ -137,12 +137,12 @@ describe('the SDK in Chromium', () => {
   });
 
   it('a suspended client (attempts ran out) reconnects at once when the page becomes visible', async () => {
-    const proxy = await startSdkProxy(node.wsUrl);
+    const proxy = await CuttableLink.start(node.wsUrl);
     try {
       await browserPeer([proxy.wsUrl], { initialDelayMs: 20, maxDelayMs: 50, maxAttempts: 2 });
       await connectInPage(10_000);
       proxy.refuse(true);
-      proxy.drop();
+      proxy.cut();
       await waitFor(async () => (await pageState()) === 'suspended', {
         what: 'suspended after two attempts',
       });
