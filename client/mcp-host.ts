@@ -1,16 +1,16 @@
 /**
  * `hostMcpServer`: a real stdio MCP server hosted on the mesh (docs/mcp.md § Hosting). The official SDK's
  * Client speaks to the child over StdioClientTransport; the bridge registers the child's tools under one
- * mesh server name, answers each `mcp.invoke` by calling the tool and replying `mcp.result`, registers
- * again when the child says its tools changed (or after the mesh session was lost and made anew), and
- * unregisters when the child exits.
+ * mesh server name through `client.mcp.host` (which answers each `mcp.invoke`, keeps results within the
+ * frame bound and registers again after every welcome), calls the child's tool for each invocation,
+ * registers again when the child says its tools changed, and unregisters when the child exits.
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-import type { Frame, McpInvoke, Welcome } from '../protocol/frames.js';
 import type { MeshClient } from './client.js';
-import { clip, jsonBytes, MESH_BOUNDS, MESH_NAME, meshServerName } from './mcp-names.js';
+import type { McpHosted } from './mcp.js';
+import { clip, MESH_BOUNDS, MESH_NAME, meshServerName } from './mcp-names.js';
 import { type LeftOutTool, type ListedTool, selectTools } from './mcp-tools.js';
 
 export type { LeftOutTool } from './mcp-tools.js';
@@ -75,6 +75,8 @@ class Host implements McpHost {
   private readonly transport: StdioClientTransport;
   private readonly log: (line: string) => void;
   private readonly offs: Array<() => void> = [];
+  /** The registration through `client.mcp`, which answers the calls and registers again after a welcome. */
+  private hosting: McpHosted | undefined;
   private stopping = false;
   private queued: Promise<void> | undefined;
   private running: Promise<void> = Promise.resolve();
@@ -107,11 +109,6 @@ class Host implements McpHost {
       throw new Error(`"${named}" is not a mesh server name (1-64 of A-Z a-z 0-9 _ . -)`);
     }
     this.server = named;
-    this.offs.push(client.on('frame', (frame) => this.onFrame(frame)));
-    // A new session (its old one ended while the socket was away) has no servers: register again.
-    this.offs.push(
-      client.on('welcome', (welcome: Welcome) => void (welcome.resumed || this.refreshQuietly())),
-    );
     this.offs.push(
       client.on('closed', ({ code, reason }) => {
         void this.finish('mesh-closed', `the mesh session ended (${code} ${reason})`);
@@ -141,10 +138,6 @@ class Host implements McpHost {
     return next;
   }
 
-  private refreshQuietly(): void {
-    this.refresh().catch((error: Error) => this.log(`registering again failed: ${error.message}`));
-  }
-
   private async register(): Promise<void> {
     if (this.stopping) return;
     const version = this.mcp.getServerVersion();
@@ -155,7 +148,12 @@ class Host implements McpHost {
     const { listed, more } = await this.listTools();
     const { tools, leftOut } = selectTools(listed, description);
     if (more) leftOut.push({ name: '…', reason: `the server lists more than ${MAX_LISTED_TOOLS} tools` });
-    await this.options.client.request({ type: 'mcp.register', server: this.server, description, tools });
+    this.hosting = await this.options.client.mcp.host(
+      this.server,
+      tools,
+      (args, call) => this.invoke(call.tool, args),
+      { description, maxResultBytes: this.options.maxFrameBytes ?? MESH_BOUNDS.frameBytes },
+    );
     this.tools = tools.map((t) => t.name);
     this.leftOut = leftOut;
     this.log(`hosting ${tools.length} tools as mesh server "${this.server}"`);
@@ -174,17 +172,7 @@ class Host implements McpHost {
     return { listed: listed.slice(0, MAX_LISTED_TOOLS), more: listed.length > MAX_LISTED_TOOLS || !!cursor };
   }
 
-  private onFrame(frame: Frame): void {
-    if (frame.type !== 'mcp.invoke') return;
-    const invoke = frame as unknown as McpInvoke;
-    if (invoke.server !== this.server) return;
-    this.invoke(invoke).then(
-      (result) => this.reply(invoke.callId, { result }),
-      (error: Error) => this.reply(invoke.callId, { error: error.message }),
-    );
-  }
-
-  private async invoke({ tool, args }: McpInvoke): Promise<unknown> {
+  private async invoke(tool: string, args: unknown): Promise<unknown> {
     if (!this.tools.includes(tool))
       throw new Error(`not_found: "${tool}" is not a tool of "${this.server}" now`);
     if (typeof args !== 'object' || args === null || Array.isArray(args))
@@ -194,33 +182,13 @@ class Host implements McpHost {
     });
   }
 
-  /**
-   * Answers a call. A result that would pass the node's frame bound is not sent (the node would close the
-   * host's socket over it): the caller gets `too_large` with the sizes instead.
-   */
-  private reply(callId: string, answer: { result?: unknown; error?: string }): void {
-    const max = this.options.maxFrameBytes ?? MESH_BOUNDS.frameBytes;
-    let frame: Frame = { type: 'mcp.result', callId, ...answer };
-    const size = jsonBytes(frame);
-    if (size > max) {
-      const error = `too_large: the tool's result is ${size} bytes of JSON; a mesh frame holds at most ${max}`;
-      this.log(`call ${callId}: ${error}`);
-      frame = { type: 'mcp.result', callId, error };
-    } else if (answer.error !== undefined) {
-      frame = { type: 'mcp.result', callId, error: clip(answer.error, MESH_BOUNDS.errorChars) };
-    }
-    this.options.client.write(frame);
-  }
-
   /** Ends hosting once: unregisters (while the session lasts), stops the child, settles `ended`. */
   private async finish(reason: HostEnded['reason'], detail: string): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
     for (const off of this.offs.splice(0)) off();
-    if (reason !== 'mesh-closed' && this.server !== '') {
-      await this.options.client
-        .request({ type: 'mcp.unregister', server: this.server }, { timeoutMs: 5000 })
-        .catch(() => {});
+    if (reason !== 'mesh-closed') {
+      await this.hosting?.unregister({ signal: AbortSignal.timeout(5000) }).catch(() => {});
     }
     if (reason !== 'server-exited') await this.mcp.close().catch(() => {});
     this.log(`stopped hosting "${this.server}": ${detail}`);

@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Frame, McpCallResult, McpInvoke, McpTool } from '../protocol/frames.js';
 import { MeshRequestError } from './errors.js';
+import { clip, jsonBytes, MESH_BOUNDS } from './mcp-names.js';
 import type { Session } from './session.js';
 
 /** A tool as registered: `description` and `inputSchema` are optional on the wire. */
@@ -46,6 +47,7 @@ interface Hosting {
   register: Frame;
   handler: McpHandler;
   sentAt: number;
+  maxResultBytes: number;
 }
 
 export class McpApi {
@@ -60,12 +62,17 @@ export class McpApi {
     });
   }
 
-  /** Registers `server` with `tools` and answers their calls with `handler`; resolves once registered. */
+  /**
+   * Registers `server` with `tools` and answers their calls with `handler`; resolves once registered.
+   * Hosting a server again replaces its tools and handler. A result whose `mcp.result` frame would pass
+   * `maxResultBytes` (default the node's 64 KiB frame bound, over which the node would close this socket)
+   * is answered `too_large` with its size instead.
+   */
   async host(
     server: string,
     tools: McpToolSpec[],
     handler: McpHandler,
-    options: { description?: string; signal?: AbortSignal } = {},
+    options: { description?: string; signal?: AbortSignal; maxResultBytes?: number } = {},
   ): Promise<McpHosted> {
     const register: Frame = {
       type: 'mcp.register',
@@ -74,7 +81,12 @@ export class McpApi {
       ...(options.description === undefined ? {} : { description: options.description }),
     };
     await this.client.request(register, { signal: options.signal });
-    this.hosted.set(server, { register, handler, sentAt: this.client.welcomes });
+    this.hosted.set(server, {
+      register,
+      handler,
+      sentAt: this.client.welcomes,
+      maxResultBytes: options.maxResultBytes ?? MESH_BOUNDS.frameBytes,
+    });
     return {
       server,
       unregister: async (unregisterOptions = {}) => {
@@ -126,11 +138,13 @@ export class McpApi {
       const result = await hosting.handler(invoke.args, call);
       reply = { type: 'mcp.result', callId: invoke.callId, result: result ?? null };
     } catch (error) {
-      reply = {
-        type: 'mcp.result',
-        callId: invoke.callId,
-        error: (error as Error)?.message ?? String(error),
-      };
+      const message = (error as Error)?.message ?? String(error);
+      reply = { type: 'mcp.result', callId: invoke.callId, error: clip(message, MESH_BOUNDS.errorChars) };
+    }
+    const size = jsonBytes(reply);
+    if (size > hosting.maxResultBytes) {
+      const error = `too_large: the tool's result is ${size} bytes of JSON; a mesh frame holds at most ${hosting.maxResultBytes}`;
+      reply = { type: 'mcp.result', callId: invoke.callId, error };
     }
     this.client.write(reply);
   }
