@@ -1,8 +1,8 @@
 /**
  * Names and bounds shared by both sides of the MCP bridge (docs/mcp.md).
  *
- * The mesh names servers and tools with 1–64 of `A-Z a-z 0-9 _ . -` (docs/protocol.md § MCP tools hosted
- * by peers). An MCP client sees one flat list of tools, so the bridge exposes mesh tool T of server S as
+ * The mesh names servers and tools with 1–64 of `A-Z a-z 0-9 _ . -`
+ * (docs/protocol.md § MCP tools hosted by peers). An MCP client sees one flat list of tools, so the bridge exposes mesh tool T of server S as
  * `S__T`: two hosts may both have an `echo`, and the prefix says whose it is. `__` because MCP tool names
  * allow only `A-Z a-z 0-9 _ . -` too (no `/` or `:`), and a double underscore is what other MCP gateways
  * use and rarely appears in a server name. A server name may contain `__` itself, so a name is never split

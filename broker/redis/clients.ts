@@ -5,6 +5,7 @@
  */
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { RedisClusterNode } from './cluster-nodes.js';
+import { GuardedConnector } from './guarded-connector.js';
 
 /** A single Redis or a Redis Cluster: the same commands; a cluster needs a script's keys in one slot. */
 export type RedisClient = Redis | Cluster;
@@ -26,15 +27,17 @@ export interface RedisTarget {
  */
 export function connectionSecurity(target: RedisTarget): RedisOptions {
   const tls = { ...(target.tlsCa === undefined ? {} : { ca: target.tlsCa }), rejectUnauthorized: true };
+  // Every socket keeps an error listener (redis/guarded-connector.ts): a TLS failure can error twice.
+  const secure = { tls, Connector: GuardedConnector };
   if (target.clusterNodes) {
     const auth = target.clusterAuth;
     return {
       ...(auth?.username === undefined ? {} : { username: auth.username }),
       ...(auth?.password === undefined ? {} : { password: auth.password }),
-      ...(auth?.tls ? { tls } : {}),
+      ...(auth?.tls ? secure : {}),
     };
   }
-  return new URL(target.url).protocol === 'rediss:' ? { tls } : {};
+  return new URL(target.url).protocol === 'rediss:' ? secure : {};
 }
 
 export interface MainClientOptions {
