@@ -12,8 +12,11 @@ import type { Streams } from './streams.js';
 /** The stream frames (docs/protocol.md § Streams) over whichever Streams implementation the node runs. */
 export function registerStreamFrames(router: FrameRoutes, streams: Streams, metrics: BrokerMetrics): void {
   router.on('stream.subscribe', streamSubscribeFrame, async (frame, { identity }) => {
-    await streams.subscribe(identity, frame.stream);
-    return { type: 'stream.subscribed', stream: frame.stream };
+    const { position, replay } = await streams.subscribe(identity, frame.stream, frame.since);
+    // The missed publishes follow the reply: the gateway sends it in the microtasks after this handler
+    // resolves, before the next macrotask runs the replay (which then lets the held live frames go).
+    setImmediate(replay);
+    return { type: 'stream.subscribed', stream: frame.stream, ...position };
   });
   router.on('stream.unsubscribe', streamUnsubscribeFrame, async (frame, { identity }) => {
     await streams.unsubscribe(identity, frame.stream);

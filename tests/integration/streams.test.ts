@@ -44,6 +44,8 @@ describe('streams on one node', () => {
         data: { eur: 1.08 },
         from: mesh.members[0]!.pubkey,
         fromSession: a!.sessionId,
+        offset: 1,
+        epoch: expect.stringMatching(/^m[0-9a-f]+-\d+$/),
       });
     }
     const list = await b!.request({ type: 'stream.list' });

@@ -1,0 +1,169 @@
+import { randomBytes } from 'node:crypto';
+import type { RedisClient } from '../redis/clients.js';
+import type { RedisGuard } from '../redis/guard.js';
+import type { HistoryBounds, HistoryRead, PlacedFrame, StreamHistory, UnplacedFrame } from './history.js';
+import { storedText } from './history.js';
+
+/**
+ * The shared history (`ha.streams`), in Redis. Per stream two keys with one hash tag, so a Redis Cluster
+ * keeps them in one slot and each script runs on one master (docs/redis-cluster.md); the client's key
+ * prefix (the brokers' ACL prefix) goes in front of both:
+ * - `stream:{<mesh>/<stream>}:pos`, a hash: `epoch`, `offset` (the top), `bytes` (of the log);
+ * - `stream:{<mesh>/<stream>}:log`, a list of `<offset> <ms> <frame JSON>`, oldest first, contiguous.
+ * One Lua script places a publish (HINCRBY) and appends it atomically, so an offset is never given
+ * twice nor held out of order. A missing `pos` (never used, expired, or lost with a restart or flush)
+ * starts a new epoch (random, from the calling node) and drops any log left of the old one. Trimming
+ * (size, age by Redis's clock, bytes) happens in both scripts, so a read never returns what the bounds
+ * have given up. The log expires after the age bound of quiet; the position after POSITION_TTL_MS.
+ */
+const TRIM = `
+local function init(pos, log, epoch)
+  local current = redis.call('HGET', pos, 'epoch')
+  if current then return current end
+  redis.call('DEL', log)
+  redis.call('HSET', pos, 'epoch', epoch, 'offset', 0, 'bytes', 0)
+  return epoch
+end
+local function trim(pos, log, now, size, ttl, maxBytes)
+  local n = redis.call('LLEN', log)
+  local bytes = 0
+  if n > 0 then bytes = tonumber(redis.call('HGET', pos, 'bytes') or '0') end
+  while n > 0 do
+    local head = redis.call('LINDEX', log, 0)
+    local s1 = string.find(head, ' ', 1, true)
+    local s2 = string.find(head, ' ', s1 + 1, true)
+    local at = tonumber(string.sub(head, s1 + 1, s2 - 1))
+    if n <= size and bytes <= maxBytes and now - at <= ttl then break end
+    redis.call('LPOP', log)
+    bytes = bytes - #head
+    n = n - 1
+  end
+  redis.call('HSET', pos, 'bytes', bytes)
+  return n
+end
+local function now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+`;
+
+/** KEYS: pos, log. ARGV: new epoch, frame JSON, size, ttl, bytes, position TTL. → {epoch, offset} */
+const APPEND = `${TRIM}
+local epoch = init(KEYS[1], KEYS[2], ARGV[1])
+local offset = redis.call('HINCRBY', KEYS[1], 'offset', 1)
+local t = now()
+local entry = offset .. ' ' .. t .. ' ' .. ARGV[2]
+redis.call('RPUSH', KEYS[2], entry)
+redis.call('HINCRBY', KEYS[1], 'bytes', #entry)
+trim(KEYS[1], KEYS[2], t, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
+return {epoch, offset}
+`;
+
+/** KEYS: pos, log. ARGV: new epoch, after (-1: none), size, ttl, bytes, position TTL. → {epoch, top, n, entries…} */
+const READ = `${TRIM}
+local epoch = init(KEYS[1], KEYS[2], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
+local top = tonumber(redis.call('HGET', KEYS[1], 'offset'))
+local n = trim(KEYS[1], KEYS[2], now(), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
+local after = tonumber(ARGV[2])
+local result = {epoch, top, n}
+if after < 0 or after >= top or n == 0 then return result end
+local first = top - n + 1
+local start = math.max(0, after + 1 - first)
+for _, entry in ipairs(redis.call('LRANGE', KEYS[2], start, -1)) do table.insert(result, entry) end
+return result
+`;
+
+/** How long a quiet stream's position outlives its log: a subscriber resuming within it sees the same epoch. */
+export const POSITION_TTL_MS = 86_400_000;
+
+function keys(meshId: string, stream: string): [string, string] {
+  const tag = `stream:{${meshId}/${stream}}`;
+  return [`${tag}:pos`, `${tag}:log`];
+}
+
+function newEpoch(): string {
+  return `r${randomBytes(8).toString('hex')}`;
+}
+
+export class RedisHistory implements StreamHistory {
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly bounds: HistoryBounds,
+    /** Says when Redis is not worth trying (down, or paused after a timeout): a call fails at once then. */
+    private readonly guard: RedisGuard,
+  ) {}
+
+  /** Runs one call unless the guard says no; tells the guard of a failure (a timeout pauses Redis). */
+  private async call<T>(run: () => Promise<T>): Promise<T> {
+    if (!this.guard.usable()) throw new Error('redis unavailable or stalled');
+    try {
+      return await run();
+    } catch (error) {
+      this.guard.failed(error);
+      throw error;
+    }
+  }
+
+  async append(meshId: string, frame: UnplacedFrame): Promise<PlacedFrame> {
+    const [pos, log] = keys(meshId, frame.stream);
+    const { size, ttlMs, bytes } = this.bounds;
+    const [epoch, offset] = (await this.call(() =>
+      this.redis.eval(
+        APPEND,
+        2,
+        pos,
+        log,
+        newEpoch(),
+        storedText(frame),
+        size,
+        ttlMs,
+        bytes,
+        Math.max(POSITION_TTL_MS, ttlMs),
+      ),
+    )) as [string, number];
+    return { ...frame, offset, epoch };
+  }
+
+  async read(meshId: string, stream: string, after?: number): Promise<HistoryRead> {
+    const [pos, log] = keys(meshId, stream);
+    const { size, ttlMs, bytes } = this.bounds;
+    const [epoch, top, held, ...entries] = (await this.call(() =>
+      this.redis.eval(
+        READ,
+        2,
+        pos,
+        log,
+        newEpoch(),
+        after ?? -1,
+        size,
+        ttlMs,
+        bytes,
+        Math.max(POSITION_TTL_MS, ttlMs),
+      ),
+    )) as [string, number, number, ...string[]];
+    return { epoch, offset: top, first: top - held + 1, frames: entries.map((e) => parseEntry(e, epoch)) };
+  }
+
+  /** One HMGET per stream, in parallel: on a Redis Cluster their keys live in different slots. */
+  async tops(streams: Array<{ meshId: string; stream: string }>) {
+    return Promise.all(
+      streams.map(async ({ meshId, stream }) => {
+        const [epoch, offset] = await this.call(() =>
+          this.redis.hmget(keys(meshId, stream)[0], 'epoch', 'offset'),
+        );
+        return epoch && offset ? { epoch, offset: Number(offset) } : null;
+      }),
+    );
+  }
+}
+
+/** `<offset> <ms> <frame JSON>` → the frame with its place. */
+function parseEntry(entry: string, epoch: string): PlacedFrame {
+  const first = entry.indexOf(' ');
+  const second = entry.indexOf(' ', first + 1);
+  const frame = JSON.parse(entry.slice(second + 1)) as UnplacedFrame;
+  return { ...frame, offset: Number(entry.slice(0, first)), epoch };
+}
