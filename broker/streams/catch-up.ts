@@ -62,15 +62,15 @@ export class CatchUps {
     const key = `${sessionId}\n${stream}`;
     const entry = this.entries.get(key);
     if (!entry?.held) return;
+    // The replay is the history up to the floor; what waited meanwhile goes out only above it.
+    for (const frame of replay) if (frame.fromSession !== sessionId) this.sink([sessionId], frame);
     let through = floor;
-    const send = (frame: StreamData) => {
-      if (frame.fromSession === sessionId || below(frame, through)) return;
+    for (const frame of entry.held) {
+      if (below(frame, through)) continue;
       this.sink([sessionId], frame);
       if (frame.offset !== undefined && frame.epoch !== undefined && frame.epoch === through?.epoch)
         through = { epoch: frame.epoch, through: Math.max(through.through, frame.offset) };
-    };
-    for (const frame of replay) send(frame);
-    for (const frame of entry.held) send(frame);
+    }
     if (entry.overflow)
       this.sink([sessionId], { type: 'stream.gap', stream, ...entry.overflow, reason: 'overflow' });
     if (through) this.entries.set(key, { held: null, overflow: null, floor: through });
