@@ -17,15 +17,24 @@
  * next fill reads back).
  */
 import { ProtocolError } from '../../protocol/errors.js';
-import type {
-  StreamData,
-  StreamLossReason,
-  StreamPosition,
-  StreamSubscribed,
-} from '../../protocol/frames.js';
+import type { StreamData, StreamGap, StreamLossReason, StreamPosition } from '../../protocol/frames.js';
 import type { SessionIdentity } from '../connections/connection.js';
 import type { PlacedFrame, StreamHistory, UnplacedFrame } from './history.js';
-import type { LocalStreams } from './streams.local.js';
+import type { StreamSubscription } from './streams.js';
+
+/** Who gets a frame on this node: the local registry (streams.local.ts). */
+export interface Registry {
+  deliverHere(meshId: string, frame: StreamData): number;
+  hasSubscribers(meshId: string, stream: string): boolean;
+  notify(meshId: string, stream: string, frame: StreamGap): void;
+  hold(sessionId: string, stream: string): void;
+  release(
+    sessionId: string,
+    stream: string,
+    floor: { epoch: string; through: number } | undefined,
+    replay: StreamData[],
+  ): void;
+}
 
 /** Frames one stream may have waiting behind a fill. */
 export const PENDING_MAX = 10_000;
@@ -43,20 +52,12 @@ interface Tracked {
   suspect?: { epoch: string; offset: number };
 }
 
-/** What `subscribe` adds to `stream.subscribed`, and the replay to run once that reply is out. */
-export interface StreamSubscription {
-  position: Partial<Omit<StreamSubscribed, 'type' | 'stream'>>;
-  replay: () => void;
-}
-
-export const NO_POSITION: StreamSubscription = { position: {}, replay: () => {} };
-
 export class Continuity {
   private readonly tracked = new Map<string, Tracked>();
 
   constructor(
     private readonly history: StreamHistory,
-    private readonly registry: LocalStreams,
+    private readonly registry: Registry,
     /** Counts one gap found, by outcome (metrics.streamGaps). */
     private readonly onGap: (outcome: 'recovered' | 'reported') => void,
   ) {}

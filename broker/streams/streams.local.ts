@@ -1,15 +1,21 @@
 import type { StreamGap, StreamPosition } from '../../protocol/frames.js';
 import type { SessionIdentity } from '../connections/connection.js';
 import { CatchUps } from './catch-up.js';
-import { type Continuity, NO_POSITION, type StreamSubscription } from './continuity.js';
+import type { Continuity, Registry } from './continuity.js';
 import { assertCanSubscribe, byName, pageOf, type StreamListPage, type StreamPageRequest } from './limits.js';
-import type { StreamDataFrame, StreamSink, Streams } from './streams.js';
+import {
+  NO_POSITION,
+  type StreamDataFrame,
+  type StreamSink,
+  type StreamSubscription,
+  type Streams,
+} from './streams.js';
 
 /**
  * Subscriptions in this node's memory. The gap on 2+ nodes: a publish reaches only the subscribers
  * connected to the publisher's node, and `list` counts only this node's subscribers.
  */
-export class LocalStreams implements Streams {
+export class LocalStreams implements Streams, Registry {
   /** meshId → stream → subscribed session ids */
   private readonly subscriptions = new Map<string, Map<string, Set<string>>>();
   /** sessionId → its streams here: what the per-session bound counts. */

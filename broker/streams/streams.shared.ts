@@ -4,9 +4,9 @@ import type { Bus } from '../bus/bus.js';
 import type { SessionIdentity } from '../connections/connection.js';
 import { inTransaction, type Pool } from '../db/pool.js';
 import { type ListReads, primaryReads } from '../regions/regions.js';
-import { type Continuity, NO_POSITION, type StreamSubscription } from './continuity.js';
+import type { Continuity } from './continuity.js';
 import { assertCanSubscribe, pageOf, type StreamListPage, type StreamPageRequest } from './limits.js';
-import type { StreamDataFrame, Streams } from './streams.js';
+import { NO_POSITION, type StreamDataFrame, type StreamSubscription, type Streams } from './streams.js';
 import type { LocalStreams } from './streams.local.js';
 
 /**

@@ -15,13 +15,21 @@
  * - `list` answers one page in name order (limits.ts).
  * - Frames reach sockets through the `StreamSink` the node registered (one inbound path).
  */
-import type { StreamData, StreamPosition } from '../../protocol/frames.js';
+import type { StreamData, StreamPosition, StreamSubscribed } from '../../protocol/frames.js';
 import type { SessionIdentity } from '../connections/connection.js';
 import type { Lifecycle } from '../rows/lifecycle.js';
-import type { StreamSubscription } from './continuity.js';
 import type { StreamListPage, StreamPageRequest } from './limits.js';
 
 export type StreamDataFrame = StreamData;
+
+/** What `subscribe` adds to `stream.subscribed`, and the replay to run once that reply is out. */
+export interface StreamSubscription {
+  position: Partial<Omit<StreamSubscribed, 'type' | 'stream'>>;
+  replay: () => void;
+}
+
+/** A subscription without positions (STREAM_POSITIONS=off). */
+export const NO_POSITION: StreamSubscription = { position: {}, replay: () => {} };
 
 /** Delivers a stream frame to this node's sessions among `sessionIds` (declared with the node's sinks). */
 export type { StreamSink } from '../rows/context.js';
