@@ -175,7 +175,10 @@ export class Continuity {
       }
       if (suspect.offset > tracked.offset) this.fillThenDrain(tracked, suspect.offset);
     }
-    const tops = await this.history.tops(entries.map(({ meshId, stream }) => ({ meshId, stream })));
+    // Redis unreachable: nothing to compare this round (the bus is down with it; the next round retries).
+    const tops = await this.history
+      .tops(entries.map(({ meshId, stream }) => ({ meshId, stream })))
+      .catch(() => entries.map(() => null));
     entries.forEach((tracked, i) => {
       tracked.suspect = tops[i] ?? undefined;
     });

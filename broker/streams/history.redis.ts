@@ -47,15 +47,24 @@ local function now()
 end
 `;
 
-/** KEYS: pos, log. ARGV: new epoch, frame JSON, size, ttl, bytes, position TTL. → {epoch, offset} */
+/**
+ * KEYS: pos, log. ARGV: new epoch, frame JSON, size, ttl, bytes, position TTL. → {epoch, offset}
+ * The hot path (every publish): seven calls. Size and bytes are checked from RPUSH's and HINCRBY's own
+ * answers, so the full trim (which reads the oldest entry's age) runs only when a bound is passed or on
+ * every 64th publish; a read always trims fully, so no publish older than the age bound is ever replayed.
+ */
 const APPEND = `${TRIM}
 local epoch = init(KEYS[1], KEYS[2], ARGV[1])
 local offset = redis.call('HINCRBY', KEYS[1], 'offset', 1)
 local t = now()
 local entry = offset .. ' ' .. t .. ' ' .. ARGV[2]
-redis.call('RPUSH', KEYS[2], entry)
-redis.call('HINCRBY', KEYS[1], 'bytes', #entry)
-trim(KEYS[1], KEYS[2], t, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
+local n = redis.call('RPUSH', KEYS[2], entry)
+local bytes = #entry
+-- A log that had expired (a quiet stream) leaves its byte count behind: it starts again here.
+if n == 1 then redis.call('HSET', KEYS[1], 'bytes', bytes) else bytes = redis.call('HINCRBY', KEYS[1], 'bytes', bytes) end
+if n > tonumber(ARGV[3]) or bytes > tonumber(ARGV[5]) or offset % 64 == 0 then
+  trim(KEYS[1], KEYS[2], t, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
+end
 redis.call('PEXPIRE', KEYS[2], ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 return {epoch, offset}
