@@ -48,27 +48,47 @@ end
 `;
 
 /**
- * KEYS: pos, log. ARGV: new epoch, frame JSON, size, ttl, bytes, position TTL. → {epoch, offset}
- * The hot path (every publish): seven calls. Size and bytes are checked from RPUSH's and HINCRBY's own
- * answers, so the full trim (which reads the oldest entry's age) runs only when a bound is passed or on
- * every 64th publish; a read always trims fully, so no publish older than the age bound is ever replayed.
+ * KEYS: pos, log. ARGV: new epoch, size, ttl, bytes, position TTL, then one frame JSON per publish, in
+ * order. → {epoch, offset of the first}. The publishes of one stream that a node has in one turn of its
+ * event loop are placed by one call (history.redis.ts `append` batches them), consecutive offsets in their
+ * order. The hot path is a handful of calls: size and bytes are checked from RPUSH's and HINCRBY's own
+ * answers, so the full trim (which reads the oldest entry's age) runs only when a bound is passed or about
+ * every 64th publish; a read always trims fully, so nothing older than the age bound is ever replayed.
  */
 const APPEND = `${TRIM}
 local epoch = init(KEYS[1], KEYS[2], ARGV[1])
-local offset = redis.call('HINCRBY', KEYS[1], 'offset', 1)
+local count = #ARGV - 5
+local last = redis.call('HINCRBY', KEYS[1], 'offset', count)
+local first = last - count + 1
 local t = now()
-local entry = offset .. ' ' .. t .. ' ' .. ARGV[2]
-local n = redis.call('RPUSH', KEYS[2], entry)
-local bytes = #entry
--- A log that had expired (a quiet stream) leaves its byte count behind: it starts again here.
-if n == 1 then redis.call('HSET', KEYS[1], 'bytes', bytes) else bytes = redis.call('HINCRBY', KEYS[1], 'bytes', bytes) end
-if n > tonumber(ARGV[3]) or bytes > tonumber(ARGV[5]) or offset % 64 == 0 then
-  trim(KEYS[1], KEYS[2], t, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
+local entries = {}
+local size = 0
+for i = 1, count do
+  local entry = (first + i - 1) .. ' ' .. t .. ' ' .. ARGV[5 + i]
+  entries[i] = entry
+  size = size + #entry
 end
-redis.call('PEXPIRE', KEYS[2], ARGV[4])
-redis.call('PEXPIRE', KEYS[1], ARGV[6])
-return {epoch, offset}
+local n = redis.call('RPUSH', KEYS[2], unpack(entries))
+local bytes = size
+-- A log that had expired (a quiet stream) leaves its byte count behind: it starts again here.
+if n == count then redis.call('HSET', KEYS[1], 'bytes', bytes) else bytes = redis.call('HINCRBY', KEYS[1], 'bytes', size) end
+if n > tonumber(ARGV[2]) or bytes > tonumber(ARGV[4]) or (last % 64) < count then
+  trim(KEYS[1], KEYS[2], t, tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]))
+end
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return {epoch, first}
 `;
+
+/** The most publishes one append call places (Lua's unpack is bounded; a batch stays small). */
+export const APPEND_BATCH_MAX = 256;
+
+interface Batch {
+  meshId: string;
+  stream: string;
+  frames: UnplacedFrame[];
+  waiting: Array<{ resolve: (placed: PlacedFrame) => void; reject: (error: unknown) => void }>;
+}
 
 /** KEYS: pos, log. ARGV: new epoch, after (-1: none), size, ttl, bytes, position TTL. → {epoch, top, n, entries…} */
 const READ = `${TRIM}
@@ -105,6 +125,9 @@ export class RedisHistory implements StreamHistory {
     private readonly guard: RedisGuard,
   ) {}
 
+  /** `mesh\nstream` → the publishes waiting for this turn's append call. */
+  private readonly open = new Map<string, Batch>();
+
   /** Runs one call unless the guard says no; tells the guard of a failure (a timeout pauses Redis). */
   private async call<T>(run: () => Promise<T>): Promise<T> {
     if (!this.guard.usable()) throw new Error('redis unavailable or stalled');
@@ -116,24 +139,58 @@ export class RedisHistory implements StreamHistory {
     }
   }
 
-  async append(meshId: string, frame: UnplacedFrame): Promise<PlacedFrame> {
-    const [pos, log] = keys(meshId, frame.stream);
+  /**
+   * Queued for this turn of the event loop with the stream's other publishes, placed together; each
+   * promise resolves in publish order. A batch is sent when full or at `setImmediate`, and a stream has
+   * one open batch at a time, so calls leave (and Redis places them) in the order they were made.
+   */
+  append(meshId: string, frame: UnplacedFrame): Promise<PlacedFrame> {
+    const key = `${meshId}\n${frame.stream}`;
+    let batch = this.open.get(key);
+    if (!batch) {
+      batch = { meshId, stream: frame.stream, frames: [], waiting: [] };
+      this.open.set(key, batch);
+      if (this.open.size === 1) setImmediate(() => this.flushAll());
+    }
+    const placed = new Promise<PlacedFrame>((resolve, reject) => batch.waiting.push({ resolve, reject }));
+    batch.frames.push(frame);
+    if (batch.frames.length >= APPEND_BATCH_MAX) this.flush(key, batch);
+    return placed;
+  }
+
+  private flushAll(): void {
+    for (const [key, batch] of [...this.open]) this.flush(key, batch);
+  }
+
+  private flush(key: string, batch: Batch): void {
+    this.open.delete(key);
+    const [pos, log] = keys(batch.meshId, batch.stream);
     const { size, ttlMs, bytes } = this.bounds;
-    const [epoch, offset] = (await this.call(() =>
+    const texts = batch.frames.map(storedText);
+    this.call(() =>
       this.redis.eval(
         APPEND,
         2,
         pos,
         log,
         newEpoch(),
-        storedText(frame),
         size,
         ttlMs,
         bytes,
         Math.max(POSITION_TTL_MS, ttlMs),
+        ...texts,
       ),
-    )) as [string, number];
-    return { ...frame, offset, epoch };
+    ).then(
+      (reply) => {
+        const [epoch, first] = reply as [string, number];
+        batch.waiting.forEach((w, i) => {
+          w.resolve({ ...batch.frames[i]!, offset: first + i, epoch });
+        });
+      },
+      (error: unknown) => {
+        for (const w of batch.waiting) w.reject(error);
+      },
+    );
   }
 
   async read(meshId: string, stream: string, after?: number): Promise<HistoryRead> {
