@@ -2,8 +2,8 @@
  * The cost of stream positions (issue 28, item 4): the cross-node fan-out of bench/fanout.ts (publishers on
  * node 1, subscribers on node 2, closed loop, the same payloads and window) on two clusters of ours side by
  * side, one with positions on (every publish placed and kept by the Redis script, receivers ordering by
- * offset) and one with STREAM_POSITIONS=off (at most once, no history). Runs interleave, so the machine's
- * noise spreads over both; the figure is the median deliveries per second, on ÷ off (goal ≥ 0.8).
+ * offset) and one with STREAM_POSITIONS=off (at most once, no history). Runs interleave (on first, then
+ * off first, …), so the machine's noise spreads over both; the figure is the median deliveries per second, on ÷ off (goal ≥ 0.8).
  */
 import { type FanoutOptions, type FanoutRun, measure, type Rig, rig, startOurs } from './fanout.js';
 import { median, round } from './lib/stats.js';
@@ -29,9 +29,11 @@ export async function benchStreamPositions(options: FanoutOptions): Promise<Posi
       await startOurs(undefined, { name: 'positions-off', env: { STREAM_POSITIONS: 'off' } }),
     ];
     for (const system of systems) rigs.push(await rig(system, options));
+    // Which goes first alternates, so neither always measures on a machine the other just warmed up.
     for (let i = 0; i < options.runs; i++) {
-      on.push((await measure(rigs[0]!, options)).run);
+      if (i % 2 === 0) on.push((await measure(rigs[0]!, options)).run);
       off.push((await measure(rigs[1]!, options)).run);
+      if (i % 2 === 1) on.push((await measure(rigs[0]!, options)).run);
     }
   } finally {
     for (const r of rigs) {
