@@ -1,7 +1,8 @@
 /**
  * Contract of `Streams` (broker/streams/streams.ts), against LocalStreams (one node, `ha.streams` off) and
- * SharedStreams (two nodes, on): `publish` delivers `stream.data` at most once to every subscribed session
- * of the mesh except the publisher, nothing stored; `list` counts the mesh's subscribers; subscriptions
+ * SharedStreams (two nodes, on): `publish` delivers `stream.data` once to every subscribed session of the
+ * mesh except the publisher, with its offset and epoch (issue 28: positions, `since`, recovery and its
+ * reasons, the history's size bound, bad `since`); `list` counts the mesh's subscribers; subscriptions
  * belong to the session (they survive a reconnect within the grace period, on any node, and end when the
  * session ends); and all of it while the flag is flipped there and back twice under a stream of publishes.
  * Issue 17: a session holds at most so many subscriptions, wherever it made them (one more is
