@@ -225,7 +225,10 @@ export class Continuity {
       if (read.epoch !== epoch) {
         report(after + 1, upTo, 'epoch_changed');
       } else {
-        report(after + 1, Math.min(read.first - 1, upTo), 'history_trimmed');
+        const trimmedTo = Math.min(read.first - 1, upTo);
+        report(after + 1, trimmedTo, 'history_trimmed');
+        // Reported once: what follows starts after it (a gap wholly below the history is not reported twice).
+        tracked.offset = Math.max(tracked.offset, trimmedTo);
         for (const frame of read.frames) {
           if (frame.offset > upTo) break;
           if (frame.offset <= tracked.offset) continue;
