@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { Cluster } from 'ioredis';
 import type { RedisClient } from '../redis/clients.js';
 import type { RedisGuard } from '../redis/guard.js';
 import type { HistoryBounds, HistoryRead, PlacedFrame, StreamHistory, UnplacedFrame } from './history.js';
@@ -115,6 +116,26 @@ function keys(meshId: string, stream: string): [string, string] {
 
 function newEpoch(): string {
   return `r${randomBytes(8).toString('hex')}`;
+}
+
+/** The most a history call waits: longer than REDIS_TIMEOUT_MS, as a publish waits for its place. */
+export const HISTORY_TIMEOUT_MIN_MS = 2000;
+
+/**
+ * The history's own connection: the main client's settings and key prefix (the brokers' ACL prefix), but
+ * its command timeout is at least HISTORY_TIMEOUT_MIN_MS. The main client's REDIS_TIMEOUT_MS (250 ms) is
+ * for calls whose caller falls back or loses only a hint; a placed publish timed out at 250 ms under load
+ * would be refused though Redis may have placed it. Connected by `connect()` (the row's node work).
+ */
+export function historyClient(main: RedisClient, redisTimeoutMs: number): RedisClient {
+  const commandTimeout = Math.max(redisTimeoutMs, HISTORY_TIMEOUT_MIN_MS);
+  const client =
+    main instanceof Cluster
+      ? main.duplicate(undefined, { redisOptions: { ...main.options.redisOptions, commandTimeout } })
+      : main.duplicate({ commandTimeout });
+  // The main client logs Redis's connection errors; this one's calls fail and are answered as unavailable.
+  client.on('error', () => {});
+  return client;
 }
 
 export class RedisHistory implements StreamHistory {

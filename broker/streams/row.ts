@@ -1,12 +1,13 @@
 /** Row "streamSubscriptions" (flag `ha.streams`, docs/streams.md): pub/sub inside a mesh, with positions. */
 import { secondsSince } from '../bus/latency.js';
+import { RedisGuard } from '../redis/guard.js';
 import { regionsRow } from '../regions/row.js';
 import { defineRow, type RowParts } from '../rows/row.js';
 import { PeriodicTask } from '../timing/periodic.js';
 import { Continuity } from './continuity.js';
 import { registerStreamFrames } from './frames.js';
 import { MemoryHistory } from './history.memory.js';
-import { RedisHistory } from './history.redis.js';
+import { historyClient, RedisHistory } from './history.redis.js';
 import type { Streams } from './streams.js';
 import { LocalStreams } from './streams.local.js';
 import { SharedStreams } from './streams.shared.js';
@@ -16,21 +17,10 @@ export const streamsRow = defineRow({
   flag: 'ha.streams',
   metric: 'mesh_broker_stream_publishes_total',
   doc: 'docs/streams.md',
-  uses: ['config', 'log', 'pool', 'metrics', 'sinks', 'bus', 'connections', 'redis', 'redisGuard'],
+  uses: ['config', 'log', 'pool', 'metrics', 'sinks', 'bus', 'connections', 'redis'],
   // `stream.list` counts read where the regions row says lists read.
   needs: { regions: regionsRow },
-  build: ({
-    config,
-    log,
-    pool,
-    metrics,
-    sinks,
-    bus,
-    connections,
-    redis,
-    redisGuard,
-    regions,
-  }): RowParts<Streams> => {
+  build: ({ config, log, pool, metrics, sinks, bus, connections, redis, regions }): RowParts<Streams> => {
     const maxPerSession = config.streamMaxSubscriptionsPerSession;
     const bounds = {
       size: config.streamHistorySize,
@@ -48,7 +38,10 @@ export const streamsRow = defineRow({
             new Continuity(new MemoryHistory(bounds, config.streamHistoryNodeBytes), registry, onGap)
         : undefined,
     );
-    const shared = on ? new Continuity(new RedisHistory(redis, bounds, redisGuard), local, onGap) : undefined;
+    const historyRedis = on ? historyClient(redis, config.redisTimeoutMs) : undefined;
+    const shared = historyRedis
+      ? new Continuity(new RedisHistory(historyRedis, bounds, new RedisGuard(historyRedis)), local, onGap)
+      : undefined;
     // What reached this node over the bus is compared with the shared positions, whichever side is in use.
     const check = new PeriodicTask({
       everyMs: config.streamPositionCheckMs,
@@ -83,7 +76,20 @@ export const streamsRow = defineRow({
           },
         },
       ],
-      nodeWork: on ? [{ start: () => check.start(), stop: () => check.stop() }] : [],
+      nodeWork: historyRedis
+        ? [
+            {
+              start: () => {
+                historyRedis.connect().catch(() => {});
+                check.start();
+              },
+              stop: async () => {
+                await check.stop();
+                historyRedis.disconnect();
+              },
+            },
+          ]
+        : [],
     };
   },
 });

@@ -143,7 +143,10 @@ export class SharedStreams implements Streams {
       try {
         placed = await this.positions.publish(session.meshId, frame);
       } catch {
-        throw new ProtocolError('unavailable', 'stream positions unavailable (Redis): nothing was published');
+        throw new ProtocolError(
+          'unavailable',
+          'stream positions unavailable (Redis): not published, or (after a stall) not confirmed',
+        );
       }
     } else this.local.deliverHere(session.meshId, frame);
     // publishedAt rides beside the frame (stripped on arrival) for the receivers' fan-out latency.

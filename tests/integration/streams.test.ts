@@ -117,7 +117,8 @@ describe('streams on one node', () => {
 
   it('the history keeps its bounds: no publish older than the age bound, at most the bytes of a stream, of the node', async () => {
     const mesh = await createMesh(node, 2);
-    const [publisher, resumer] = await Promise.all(mesh.members.map((m) => connectPeer(node.wsUrl, mesh, m)));
+    const publisher = await connectPeer(node.wsUrl, mesh, mesh.members[0]!);
+    const resumer = await connectPeer(node.wsUrl, mesh, mesh.members[1]!);
     type Subscribed = Frame & { epoch: string; offset: number; recovered?: boolean; reason?: string };
     const resume = (stream: string, since: { offset: number; epoch: string }) =>
       resumer.request<Subscribed>({ type: 'stream.subscribe', stream, since });
