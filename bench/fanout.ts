@@ -33,8 +33,8 @@ interface Clients {
   publisher(url: string): Promise<{ publish(data: Payload): void; close(): void }>;
 }
 
-interface System {
-  name: 'ours' | 'ours-redis-cluster' | 'socket.io' | 'raw-relay';
+export interface System {
+  name: 'ours' | 'ours-redis-cluster' | 'socket.io' | 'raw-relay' | 'positions-on' | 'positions-off';
   urls: [string, string];
   clients: Clients;
   /** The two server processes (brokers, Socket.IO servers, relays). */
@@ -45,13 +45,19 @@ interface System {
 
 const BASELINES = new URL('./baselines/', import.meta.url).pathname;
 
-/** Ours on its own single Redis, or on `redisCluster` (the cluster wins over the single Redis it also starts, idle). */
-async function startOurs(redisCluster?: ThrowawayRedisCluster): Promise<System> {
+/**
+ * Ours on its own single Redis, or on `redisCluster` (the cluster wins over the single Redis it also starts,
+ * idle); `variant` names a run with other broker variables (bench/stream-positions.ts).
+ */
+export async function startOurs(
+  redisCluster?: ThrowawayRedisCluster,
+  variant?: { name: 'positions-on' | 'positions-off'; env: Record<string, string> },
+): Promise<System> {
   const cluster = await startOurCluster(
-    redisCluster ? 'fanout_rc' : 'fanout',
+    variant ? `fanout_${variant.name.replace('-', '_')}` : redisCluster ? 'fanout_rc' : 'fanout',
     ['ha.presence', 'ha.delivery', 'ha.streams'],
     2,
-    redisCluster ? { REDIS_CLUSTER_NODES: redisCluster.nodesVariable } : {},
+    { ...(redisCluster ? { REDIS_CLUSTER_NODES: redisCluster.nodesVariable } : {}), ...variant?.env },
   );
   const nodes = cluster.nodes;
   // One mesh with a member for every publisher and subscriber of the scenario.
@@ -65,7 +71,7 @@ async function startOurs(redisCluster?: ThrowawayRedisCluster): Promise<System> 
     return c;
   };
   return {
-    name: redisCluster ? 'ours-redis-cluster' : 'ours',
+    name: variant?.name ?? (redisCluster ? 'ours-redis-cluster' : 'ours'),
     urls: [nodes[0]!.wsUrl, nodes[1]!.wsUrl],
     serverPids: nodes.map((n) => n.pid),
     redisPids: redisCluster ? redisCluster.pids : [cluster.redisPid],
@@ -200,14 +206,14 @@ export interface FanoutResult {
   latencies: number[];
 }
 
-interface Rig {
+export interface Rig {
   system: System;
   publishers: Array<{ publish(data: Payload): void; close(): void }>;
   closers: Array<() => void>;
   onData: (data: Payload) => void;
 }
 
-async function rig(system: System, options: FanoutOptions): Promise<Rig> {
+export async function rig(system: System, options: FanoutOptions): Promise<Rig> {
   const r: Rig = { system, publishers: [], closers: [], onData: () => {} };
   for (let i = 0; i < options.subscribers; i++)
     r.closers.push(await system.clients.subscribe(system.urls[1], (data) => r.onData(data)));
@@ -217,7 +223,10 @@ async function rig(system: System, options: FanoutOptions): Promise<Rig> {
 }
 
 /** One measured run on a rig: warm-up, then DURATION of closed-loop publishing; bounded in time. */
-async function measure(r: Rig, options: FanoutOptions): Promise<{ run: FanoutRun; latencies: number[] }> {
+export async function measure(
+  r: Rig,
+  options: FanoutOptions,
+): Promise<{ run: FanoutRun; latencies: number[] }> {
   const pad = 'x'.repeat(Math.max(0, options.payloadBytes - 60));
   const inflight = r.publishers.map(() => 0);
   const seq = r.publishers.map(() => 0);

@@ -3,7 +3,7 @@
  * Full: each scenario measured 5 times (medians reported) and PNG plots of the latency distributions in
  * bench/plots/. `--quick` (what CI runs) keeps each scenario to one short run, only to prove the scenarios
  * still work. Every process a scenario starts is SIGKILLed at the end, on failure too.
- * Scenarios: fanout (a), dms (b), dms-open (b2), db-floor (b1), retention (b3), audit (c), failover (d),
+ * Scenarios: fanout (a), stream-positions (a2: fan-out with stream positions on ÷ off), dms (b), dms-open (b2), db-floor (b1), retention (b3), audit (c), failover (d),
  * idle (e), cli (f), regions (g: phase 4's two-region simulation, one run; needs `npm run build`). `--retention-s N`: retention's run length in seconds (default 300 in a full run, 4 in --quick).
  * db-floor prints the closed-loop `dms` figure of the same invocation as a ratio of each floor (when both
  * ran); fanout prints each system's server CPU per delivery and ours as a ratio of it.
@@ -23,6 +23,7 @@ import { killAll } from './lib/processes.js';
 import { round } from './lib/stats.js';
 import { benchRegions } from './regions.js';
 import { benchRetention } from './retention.js';
+import { benchStreamPositions } from './stream-positions.js';
 
 const quick = process.argv.includes('--quick');
 const onlyIndex = process.argv.indexOf('--only');
@@ -90,6 +91,21 @@ await scenario('fanout', async () => {
       { colour: 'orange', values: results.find((r) => r.system === 'socket.io')!.latencies },
       { colour: 'green', values: results.find((r) => r.system === 'raw-relay')!.latencies },
     ]);
+});
+
+await scenario('stream-positions', async () => {
+  emit(
+    'stream-positions',
+    await benchStreamPositions({
+      runs,
+      durationMs: quick ? 1000 : 3000,
+      warmupMs: quick ? 300 : 500,
+      publishers: 2,
+      subscribers: 20,
+      payloadBytes: 256,
+      window: 64,
+    }),
+  );
 });
 
 /** The closed-loop `dms` median of this invocation, for db-floor's ratios. */

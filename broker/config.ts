@@ -137,6 +137,18 @@ export interface BrokerConfig {
   mcpMaxToolsPerMesh: number;
   /** Stream subscriptions one session may hold. */
   streamMaxSubscriptionsPerSession: number;
+  /** Offsets, epochs and history for streams (off: at most once without positions, for the bench). */
+  streamPositions: boolean;
+  /** The publishes one stream's history keeps (the newest). */
+  streamHistorySize: number;
+  /** How long a publish stays in its stream's history. */
+  streamHistoryTtlMs: number;
+  /** The bytes one stream's history may hold (in Redis with `ha.streams`, in memory without). */
+  streamHistoryBytes: number;
+  /** The bytes every stream history in this node's memory may hold together (the local row). */
+  streamHistoryNodeBytes: number;
+  /** How often a node compares the tops of its subscribed streams with what it delivered (a lost last publish). */
+  streamPositionCheckMs: number;
   /** Sockets from one source address that have not said hello yet; one more is closed at once (4429). */
   helloPendingPerAddress: number;
   /** Frames per second one socket may have handled; faster senders are paced (their socket is not read). */
@@ -188,6 +200,18 @@ function url(env: Env, name: string, fallback: string, protocols: string[]): str
     throw new ConfigError(name, `must use ${protocols.join(' or ')}, got "${parsed.protocol}"`);
   }
   return value;
+}
+
+/** Stream positions and history (issue 28; docs/protocol.md § Streams). */
+function streamPositionSettings(env: Env) {
+  return {
+    streamPositions: bool(env, 'STREAM_POSITIONS', true),
+    streamHistorySize: int(env, 'STREAM_HISTORY_SIZE', 1000, 1, 100_000),
+    streamHistoryTtlMs: int(env, 'STREAM_HISTORY_TTL_MS', 300_000, 1000, 86_400_000),
+    streamHistoryBytes: int(env, 'STREAM_HISTORY_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
+    streamHistoryNodeBytes: int(env, 'STREAM_HISTORY_NODE_BYTES', 64 * 1024 * 1024, 1024, 4 * 1024 ** 3),
+    streamPositionCheckMs: int(env, 'STREAM_POSITION_CHECK_MS', 1000, 50, 600_000),
+  };
 }
 
 function bool(env: Env, name: string, fallback: boolean): boolean {
@@ -434,6 +458,7 @@ export function loadConfig(given: Env = process.env): BrokerConfig {
     mcpMaxToolsPerMember: int(env, 'MCP_MAX_TOOLS_PER_MEMBER', 500, 1, 1_000_000),
     mcpMaxToolsPerMesh: int(env, 'MCP_MAX_TOOLS_PER_MESH', 5000, 1, 10_000_000),
     streamMaxSubscriptionsPerSession: int(env, 'STREAM_MAX_SUBSCRIPTIONS_PER_SESSION', 100, 1, 100_000),
+    ...streamPositionSettings(env),
     helloPendingPerAddress: int(env, 'HELLO_PENDING_PER_ADDRESS', 256, 1, 1_000_000),
     frameRatePerSec: int(env, 'FRAME_RATE_PER_SEC', 1000, 1, 10_000_000),
     frameBurst: int(env, 'FRAME_BURST', 2000, 1, 10_000_000),

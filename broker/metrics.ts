@@ -96,6 +96,13 @@ export class BrokerMetrics {
     registers: [this.registry],
   });
 
+  readonly streamGaps = new Counter({
+    name: 'mesh_broker_stream_gaps_total',
+    help: 'Gaps a node found in a stream it delivers (a skipped offset, or a top ahead of what it delivered), by outcome: recovered from the history, or reported to the subscribers as stream.gap',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+
   readonly clockTicks = new Counter({
     name: 'mesh_broker_clock_ticks_total',
     help: 'Mesh clock ticks produced by this node',
@@ -328,6 +335,7 @@ export class BrokerMetrics {
     for (const outcome of ['fired', 'skipped', 'failed']) this.scheduleFires.inc({ outcome }, 0);
     for (const row of ['rate-limits', 'nonces', 'connection-cap']) this.redisFallbacks.inc({ row }, 0);
     for (const outcome of ['result', 'error', 'timeout']) this.mcpCalls.inc({ outcome }, 0);
+    for (const outcome of ['recovered', 'reported']) this.streamGaps.inc({ outcome }, 0);
     for (const outcome of ['admitted', 'refused']) this.capAdmissions.inc({ outcome }, 0);
     for (const kind of ['dm', 'broadcast']) this.backlogRefused.inc({ kind }, 0);
     for (const what of ['messages', 'expired']) this.retentionDeleted.inc({ what }, 0);

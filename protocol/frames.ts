@@ -146,9 +146,36 @@ export interface PeerStatus {
 
 // Streams
 
+/** A place in one stream's history: `offset` counts its publishes (+1 each), `epoch` names the history. */
+export interface StreamPosition {
+  offset: number;
+  epoch: string;
+}
+
+/**
+ * `offset`/`epoch`: the stream's top when subscribed (absent with positions off or unavailable). With a
+ * `since`: `recovered` (the missed frames follow as `stream.data`) or not and why (`reason`).
+ */
 export interface StreamSubscribed {
   type: 'stream.subscribed';
   stream: string;
+  offset?: number;
+  epoch?: string;
+  recovered?: boolean;
+  reason?: StreamLossReason;
+}
+
+/** Why a stream's history could not give what a subscriber missed. */
+export type StreamLossReason = 'epoch_changed' | 'history_trimmed' | 'unavailable' | 'overflow';
+
+/** Offsets `from`..`to` (inclusive) of `epoch` will never reach this session: they are lost. */
+export interface StreamGap {
+  type: 'stream.gap';
+  stream: string;
+  epoch: string;
+  from: number;
+  to: number;
+  reason: StreamLossReason;
 }
 
 export interface StreamUnsubscribed {
@@ -179,6 +206,9 @@ export interface StreamData {
   data: unknown;
   from: string;
   fromSession: string;
+  /** The publish's place in the stream (absent with STREAM_POSITIONS=off). */
+  offset?: number;
+  epoch?: string;
 }
 
 // Mesh clock
@@ -405,6 +435,7 @@ export type EventFrame =
   | PeerLeft
   | PeerStatus
   | StreamData
+  | StreamGap
   | ClockTick
   | McpInvoke
   | McpCallResult;

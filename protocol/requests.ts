@@ -68,9 +68,17 @@ export const streamName = z
   .string()
   .regex(/^[A-Za-z0-9_.:/-]{1,128}$/, 'must be 1-128 letters, digits or _ . : / -');
 
+/** An epoch as the broker makes them (memory: `m<hex>-<n>`, Redis: `r<hex>`). */
+export const streamEpoch = z.string().regex(/^[A-Za-z0-9-]{1,64}$/, 'must be 1-64 letters, digits or -');
+/** The last place a subscriber saw: what it resumes after (docs/protocol.md § Streams). */
+export const streamSince = z.strictObject({
+  offset: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+  epoch: streamEpoch,
+});
 export const streamSubscribeFrame = z.object({
   type: z.literal('stream.subscribe'),
   stream: streamName,
+  since: streamSince.optional(),
   rid,
 });
 export const streamUnsubscribeFrame = z.object({

@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import { hex, uuid } from '../../protocol/parse.js';
-import { MESSAGE_ID_PATTERN, streamName } from '../../protocol/requests.js';
+import { MESSAGE_ID_PATTERN, streamEpoch, streamName } from '../../protocol/requests.js';
 import type { BusKind, BusPayloads } from './messages.js';
 
 export type ChannelType = 'mesh' | 'node';
@@ -66,6 +66,9 @@ const SCHEMAS: { [K in BusKind]: z.ZodType<BusPayloads[K]> } = {
     data: z.unknown(),
     from: pubkey,
     fromSession: sessionId,
+    // Its place in the stream (absent with STREAM_POSITIONS=off): receivers find gaps by it.
+    offset: id.optional(),
+    epoch: streamEpoch.optional(),
     publishedAt: count,
   }),
   'mcp.invoke': z.strictObject({

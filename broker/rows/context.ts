@@ -3,7 +3,7 @@
  * uses (`uses` in its definition, broker/rows/row.ts) and its `build` receives those and nothing else.
  */
 
-import type { PeerJoined, PeerLeft, PeerStatus, StreamData } from '../../protocol/frames.js';
+import type { PeerJoined, PeerLeft, PeerStatus, StreamData, StreamGap } from '../../protocol/frames.js';
 import type { Bus } from '../bus/bus.js';
 import type { BrokerConfig } from '../config.js';
 import type { ConnectionRegistry } from '../connections/registry.js';
@@ -21,8 +21,8 @@ import type { RedisGuard } from '../redis/guard.js';
 export type PresenceFrame = PeerJoined | PeerLeft | PeerStatus;
 /** Where presence events go: the node fans them out to sockets (and audits what it originates). */
 export type PresenceEvents = (meshId: string, frame: PresenceFrame) => void;
-/** Stream data for this node's subscribed sessions (one inbound path, one serialization per frame). */
-export type StreamSink = (sessionIds: Iterable<string>, frame: StreamData) => void;
+/** Stream data (and gap notices) for this node's subscribed sessions (one inbound path, one serialization per frame). */
+export type StreamSink = (sessionIds: Iterable<string>, frame: StreamData | StreamGap) => void;
 
 /** What the rows deliver through: the node's sockets, reached by session or by mesh. */
 export interface Sinks {

@@ -1,9 +1,12 @@
+import { ProtocolError } from '../../protocol/errors.js';
+import type { StreamPosition } from '../../protocol/frames.js';
 import type { Bus } from '../bus/bus.js';
 import type { SessionIdentity } from '../connections/connection.js';
 import { inTransaction, type Pool } from '../db/pool.js';
 import { type ListReads, primaryReads } from '../regions/regions.js';
+import type { Continuity } from './continuity.js';
 import { assertCanSubscribe, pageOf, type StreamListPage, type StreamPageRequest } from './limits.js';
-import type { StreamDataFrame, Streams } from './streams.js';
+import { NO_POSITION, type StreamDataFrame, type StreamSubscription, type Streams } from './streams.js';
 import type { LocalStreams } from './streams.local.js';
 
 /**
@@ -13,7 +16,10 @@ import type { LocalStreams } from './streams.local.js';
  *   to another node brings its subscriptions along;
  * - a publish delivered here at once, then sent over the bus (mesh channel) to the other nodes, which
  *   hand it to their own subscribers. A node never delivers its own publication twice (the bus drops a
- *   node's own messages). Delivery stays at most once: a frame lost with the bus is lost, as on one node.
+ *   node's own messages);
+ * - positions and history in Redis (history.redis.ts): a publish is placed before it goes out, and each
+ *   node delivers in offset order, filling what the bus lost (continuity.ts). With Redis unreachable a
+ *   publish is refused (`unavailable`) rather than sent without a place.
  * Remote publishes are handed to the local registry whichever implementation the node runs, so a node
  * still on local streams receives what shared nodes publish (it does not send to them).
  */
@@ -27,6 +33,8 @@ export class SharedStreams implements Streams {
     private readonly maxPerSession: number,
     /** Where `stream.list` reads (the regions row); default the primary. */
     private readonly lists: ListReads = primaryReads(pool),
+    /** Positions in Redis; none with STREAM_POSITIONS=off. */
+    private readonly positions?: Continuity,
   ) {}
 
   /**
@@ -75,7 +83,24 @@ export class SharedStreams implements Streams {
    * Counted and written under the session's lock in one transaction: the session's sockets on any node
    * (an old one not yet replaced) queue there, so together they never pass the bound.
    */
-  async subscribe(session: SessionIdentity, stream: string): Promise<void> {
+  async subscribe(
+    session: SessionIdentity,
+    stream: string,
+    since?: StreamPosition,
+  ): Promise<StreamSubscription> {
+    const had = { value: false };
+    const join = () => this.join(session, stream, had);
+    if (!this.positions) {
+      await join();
+      return NO_POSITION;
+    }
+    // `had` is known only inside the join's transaction; `leave` runs after it.
+    return this.positions.subscribe(session, stream, since, false, join, async () => {
+      if (!had.value) await this.unsubscribe(session, stream);
+    });
+  }
+
+  private async join(session: SessionIdentity, stream: string, had: { value: boolean }): Promise<void> {
     await inTransaction(this.pool, async (client) => {
       await client.query("SELECT pg_advisory_xact_lock(hashtextextended('stream-subscriptions:' || $1, 0))", [
         session.sessionId,
@@ -86,6 +111,7 @@ export class SharedStreams implements Streams {
         [session.meshId, session.sessionId, stream],
       );
       const { n, has } = held.rows[0]!;
+      had.value = has;
       assertCanSubscribe(n, has, this.maxPerSession);
       await client.query(
         `INSERT INTO stream_subscriptions (mesh_id, stream, session_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
@@ -112,9 +138,19 @@ export class SharedStreams implements Streams {
       from: session.pubkey,
       fromSession: session.sessionId,
     };
-    this.local.deliverHere(session.meshId, frame);
+    let placed: StreamDataFrame = frame;
+    if (this.positions) {
+      try {
+        placed = await this.positions.publish(session.meshId, frame);
+      } catch {
+        throw new ProtocolError(
+          'unavailable',
+          'stream positions unavailable (Redis): not published, or (after a stall) not confirmed',
+        );
+      }
+    } else this.local.deliverHere(session.meshId, frame);
     // publishedAt rides beside the frame (stripped on arrival) for the receivers' fan-out latency.
-    await this.bus.publishToMesh(session.meshId, 'stream.data', { ...frame, publishedAt: Date.now() });
+    await this.bus.publishToMesh(session.meshId, 'stream.data', { ...placed, publishedAt: Date.now() });
   }
 
   async list(meshId: string, page: StreamPageRequest): Promise<StreamListPage> {

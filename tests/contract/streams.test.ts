@@ -1,7 +1,8 @@
 /**
  * Contract of `Streams` (broker/streams/streams.ts), against LocalStreams (one node, `ha.streams` off) and
- * SharedStreams (two nodes, on): `publish` delivers `stream.data` at most once to every subscribed session
- * of the mesh except the publisher, nothing stored; `list` counts the mesh's subscribers; subscriptions
+ * SharedStreams (two nodes, on): `publish` delivers `stream.data` once to every subscribed session of the
+ * mesh except the publisher, with its offset and epoch (issue 28: positions, `since`, recovery and its
+ * reasons, the history's size bound, bad `since`); `list` counts the mesh's subscribers; subscriptions
  * belong to the session (they survive a reconnect within the grace period, on any node, and end when the
  * session ends); and all of it while the flag is flipped there and back twice under a stream of publishes.
  * Issue 17: a session holds at most so many subscriptions, wherever it made them (one more is
@@ -17,6 +18,27 @@ import { collect, flipSequence, useWorld, WORLDS_WITH_REDIS_CLUSTER } from './ha
 const GRACE_MS = 600;
 /** A small bound, so that a test reaches it with a few subscriptions. */
 const MAX_SUBSCRIPTIONS = 5;
+/** A small history, so that a test outgrows it with a few publishes. */
+const HISTORY_SIZE = 5;
+
+type Subscribed = {
+  type: string;
+  offset: number;
+  epoch: string;
+  recovered?: boolean;
+  reason?: string;
+};
+type Placed = StreamData & { offset: number; epoch: string };
+
+/** Every stream.data of `stream` a client receives, whole. */
+function framesOf(client: MeshClient, stream: string): Placed[] {
+  const seen: Placed[] = [];
+  client.on('frame', (f) => {
+    if (f.type === 'stream.data' && (f as unknown as StreamData).stream === stream)
+      seen.push(f as unknown as Placed);
+  });
+  return seen;
+}
 
 type Listed = { streams: Array<{ name: string; subscribers: number }> };
 
@@ -35,6 +57,7 @@ describe.each(WORLDS_WITH_REDIS_CLUSTER)('Streams contract, %s', (kind) => {
     env: {
       PRESENCE_GRACE_MS: String(GRACE_MS),
       STREAM_MAX_SUBSCRIPTIONS_PER_SESSION: String(MAX_SUBSCRIPTIONS),
+      STREAM_HISTORY_SIZE: String(HISTORY_SIZE),
     },
   });
 
@@ -91,6 +114,8 @@ describe.each(WORLDS_WITH_REDIS_CLUSTER)('Streams contract, %s', (kind) => {
       data: 4,
       from: mesh.members[0]!.pubkey,
       fromSession: publisher.sessionId,
+      offset: 4,
+      epoch: expect.any(String),
     });
     // Markers through every receiver: nothing else was on its way.
     await settled(publisher, near, 'prices');
@@ -334,5 +359,139 @@ describe.each(WORLDS_WITH_REDIS_CLUSTER)('Streams contract, %s', (kind) => {
     expect(whole.streams).toEqual(all);
     expect(whole.next).toBeUndefined();
     await expect(a.request({ type: 'stream.list', cursor: 'no spaces' })).rejects.toThrow('bad_request');
+  });
+
+  const subscribeAt = (client: MeshClient, stream: string, since?: unknown) =>
+    client.request<Subscribed>({
+      type: 'stream.subscribe',
+      stream,
+      ...(since === undefined ? {} : { since }),
+    });
+
+  it('positions: every publish of a stream gets the next offset from 1 in one epoch, the same on every node; stream.subscribed carries the top', async () => {
+    const mesh = await world.mesh(3);
+    const publisher = await world.peer(world.a, mesh, mesh.members[0]!);
+    const near = await world.peer(world.a, mesh, mesh.members[1]!);
+    const far = await world.peer(world.b, mesh, mesh.members[2]!);
+    const first = await subscribeAt(near, 'pos');
+    expect(first).toMatchObject({
+      type: 'stream.subscribed',
+      offset: 0,
+      epoch: expect.stringMatching(/^[A-Za-z0-9-]{1,64}$/),
+    });
+    expect(await subscribeAt(far, 'pos')).toMatchObject({ offset: 0, epoch: first.epoch });
+    await subscribeAt(far, 'other');
+    const [atNear, atFar, atOther] = [framesOf(near, 'pos'), framesOf(far, 'pos'), framesOf(far, 'other')];
+    for (const value of ['a', 'b', 'c']) await publish(publisher, 'pos', value);
+    await publish(publisher, 'other', 'x');
+    await waitFor(() => atNear.length === 3 && atFar.length === 3 && atOther.length === 1, {
+      what: 'the publishes at both subscribers',
+    });
+    for (const seen of [atNear, atFar]) {
+      expect(seen.map((f) => [f.data, f.offset, f.epoch])).toEqual([
+        ['a', 1, first.epoch],
+        ['b', 2, first.epoch],
+        ['c', 3, first.epoch],
+      ]);
+    }
+    // Each stream counts its own publishes.
+    expect(atOther[0]!.offset).toBe(1);
+    // A later subscriber is told the top it starts after.
+    const late = await world.peer(world.b, mesh, mesh.members[0]!);
+    expect(await subscribeAt(late, 'pos')).toMatchObject({ offset: 3, epoch: first.epoch });
+  });
+
+  it('since: a session resuming on the other node gets what it missed, in order, recovered: true, before newer live ones; at the top nothing is replayed', async () => {
+    const mesh = await world.mesh(2);
+    const publisher = await world.peer(world.a, mesh, mesh.members[0]!);
+    const before = await world.peer(world.a, mesh, mesh.members[1]!);
+    const { epoch } = await subscribeAt(before, 'resume');
+    const seen = framesOf(before, 'resume');
+    await publish(publisher, 'resume', 1);
+    await waitFor(() => seen.length === 1, { what: 'the first publish' });
+    before.close();
+    for (const value of [2, 3, 4]) await publish(publisher, 'resume', value);
+    // A new session of the member, on the other node, resumes after the last one it saw.
+    const resumed = await world.peer(world.b, mesh, mesh.members[1]!);
+    const got = framesOf(resumed, 'resume');
+    const order: string[] = [];
+    resumed.on('frame', (f) => order.push(f.type));
+    const reply = await subscribeAt(resumed, 'resume', { offset: 1, epoch });
+    expect(reply).toMatchObject({ type: 'stream.subscribed', offset: 4, epoch, recovered: true });
+    expect(reply.reason).toBeUndefined();
+    await publish(publisher, 'resume', 5);
+    await waitFor(() => got.length === 4, { what: 'the missed publishes and the live one' });
+    expect(got.map((f) => [f.data, f.offset])).toEqual([
+      [2, 2],
+      [3, 3],
+      [4, 4],
+      [5, 5],
+    ]);
+    expect(order.indexOf('stream.subscribed')).toBeLessThan(order.indexOf('stream.data'));
+    // Already at the top: recovered, and nothing comes again.
+    const again = await world.peer(world.a, mesh, mesh.members[1]!);
+    const none = framesOf(again, 'resume');
+    expect(await subscribeAt(again, 'resume', { offset: 5, epoch })).toMatchObject({
+      offset: 5,
+      recovered: true,
+    });
+    await subscribe(again, 'marker');
+    await settled(again, publisher, 'marker');
+    expect(none).toEqual([]);
+  });
+
+  it(`since: recovered false with the reason when the history no longer holds it (another epoch; older than its ${HISTORY_SIZE} publishes); the newest ${HISTORY_SIZE} are kept`, async () => {
+    const mesh = await world.mesh(2);
+    const publisher = await world.peer(world.a, mesh, mesh.members[0]!);
+    const probe = await world.peer(world.b, mesh, mesh.members[1]!);
+    const { epoch } = await subscribeAt(probe, 'bounded');
+    for (let i = 1; i <= 2 * HISTORY_SIZE; i++) await publish(publisher, 'bounded', i);
+    const later = await world.peer(world.b, mesh, mesh.members[1]!);
+    const replayed = framesOf(later, 'bounded');
+    expect(await subscribeAt(later, 'bounded', { offset: 0, epoch: 'not-this-epoch' })).toMatchObject({
+      offset: 2 * HISTORY_SIZE,
+      epoch,
+      recovered: false,
+      reason: 'epoch_changed',
+    });
+    expect(await subscribeAt(later, 'bounded', { offset: HISTORY_SIZE - 1, epoch })).toMatchObject({
+      recovered: false,
+      reason: 'history_trimmed',
+    });
+    // Just inside the bound: the newest HISTORY_SIZE publishes, all of them.
+    expect(await subscribeAt(later, 'bounded', { offset: HISTORY_SIZE, epoch })).toMatchObject({
+      recovered: true,
+    });
+    await waitFor(() => replayed.length === HISTORY_SIZE, { what: 'the kept publishes' });
+    expect(replayed.map((f) => f.offset)).toEqual(
+      Array.from({ length: HISTORY_SIZE }, (_, i) => HISTORY_SIZE + 1 + i),
+    );
+  });
+
+  it.each([
+    [{ offset: -1, epoch: 'e1' }, 'field "since.offset"'],
+    [{ offset: 1.5, epoch: 'e1' }, 'field "since.offset"'],
+    [{ offset: '3', epoch: 'e1' }, 'field "since.offset"'],
+    [{ offset: 1 }, 'field "since.epoch"'],
+    [{ offset: 1, epoch: '' }, 'field "since.epoch"'],
+    [{ offset: 1, epoch: 'has space' }, 'field "since.epoch"'],
+    [{ offset: 1, epoch: 'x'.repeat(65) }, 'field "since.epoch"'],
+    [{ offset: 1, epoch: 'e1', extra: true }, 'since'],
+    ['3', 'field "since"'],
+  ])('refuses since %j with bad_request and subscribes nothing', async (since, message) => {
+    const mesh = await world.mesh(1);
+    const a = await world.peer(world.a, mesh, mesh.members[0]!);
+    await expect(subscribeAt(a, 'badsince', since)).rejects.toThrow(message);
+    expect(await list(a)).toEqual([]);
+  });
+
+  it('refuses a since ahead of the stream in its own epoch with bad_request, and subscribes nothing', async () => {
+    const mesh = await world.mesh(2);
+    const a = await world.peer(world.a, mesh, mesh.members[0]!);
+    const b = await world.peer(world.b, mesh, mesh.members[1]!);
+    const { epoch } = await subscribeAt(b, 'ahead');
+    await publish(a, 'ahead', 1);
+    await expect(subscribeAt(a, 'ahead', { offset: 2, epoch })).rejects.toThrow('ahead of the stream');
+    expect(await list(a)).toEqual([{ name: 'ahead', subscribers: 1 }]);
   });
 });

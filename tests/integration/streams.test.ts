@@ -13,7 +13,17 @@ let node: TestNode;
 
 beforeAll(async () => {
   db = await createTestDatabase('streams');
-  node = await startNode({ kind: 'in-process', databaseUrl: db.url, env: { PRESENCE_GRACE_MS: '300' } });
+  node = await startNode({
+    kind: 'in-process',
+    databaseUrl: db.url,
+    env: {
+      PRESENCE_GRACE_MS: '300',
+      // Small history bounds (the local row keeps it in memory), for the bounds test.
+      STREAM_HISTORY_TTL_MS: '1000',
+      STREAM_HISTORY_BYTES: '4096',
+      STREAM_HISTORY_NODE_BYTES: '12288',
+    },
+  });
 });
 afterEach(closeAllClients);
 afterAll(async () => {
@@ -44,6 +54,8 @@ describe('streams on one node', () => {
         data: { eur: 1.08 },
         from: mesh.members[0]!.pubkey,
         fromSession: a!.sessionId,
+        offset: 1,
+        epoch: expect.stringMatching(/^m[0-9a-f]+-\d+$/),
       });
     }
     const list = await b!.request({ type: 'stream.list' });
@@ -101,5 +113,41 @@ describe('streams on one node', () => {
     const mesh = await createMesh(node, 1);
     const a = await connectPeer(node.wsUrl, mesh, mesh.members[0]!);
     await expect(a.request(frame)).rejects.toThrow(message);
+  });
+
+  it('the history keeps its bounds: no publish older than the age bound, at most the bytes of a stream, of the node', async () => {
+    const mesh = await createMesh(node, 2);
+    const publisher = await connectPeer(node.wsUrl, mesh, mesh.members[0]!);
+    const resumer = await connectPeer(node.wsUrl, mesh, mesh.members[1]!);
+    type Subscribed = Frame & { epoch: string; offset: number; recovered?: boolean; reason?: string };
+    const resume = (stream: string, since: { offset: number; epoch: string }) =>
+      resumer.request<Subscribed>({ type: 'stream.subscribe', stream, since });
+    const publish = (stream: string, data: unknown) =>
+      publisher.request({ type: 'stream.publish', stream, data });
+    // Age: 1 s.
+    const aged = await publisher.request<Subscribed>({ type: 'stream.subscribe', stream: 'aged' });
+    for (const value of [1, 2]) await publish('aged', value);
+    expect(await resume('aged', { offset: 0, epoch: aged.epoch })).toMatchObject({ recovered: true });
+    await new Promise((resolve) => setTimeout(resolve, 1200));
+    expect(await resume('aged', { offset: 0, epoch: aged.epoch })).toMatchObject({
+      recovered: false,
+      reason: 'history_trimmed',
+    });
+    expect(await resume('aged', { offset: 2, epoch: aged.epoch })).toMatchObject({ recovered: true });
+    // Bytes of one stream: 4 KiB holds three of these (each about 1.2 KB as kept).
+    const kilobyte = 'k'.repeat(1000);
+    const heavy = await publisher.request<Subscribed>({ type: 'stream.subscribe', stream: 'heavy' });
+    for (let i = 0; i < 6; i++) await publish('heavy', kilobyte);
+    expect(await resume('heavy', { offset: 2, epoch: heavy.epoch })).toMatchObject({
+      recovered: false,
+      reason: 'history_trimmed',
+    });
+    expect(await resume('heavy', { offset: 3, epoch: heavy.epoch })).toMatchObject({ recovered: true });
+    // Bytes of the node (12 KiB): three more streams as heavy push out the ones written longest ago.
+    for (const stream of ['heavy2', 'heavy3', 'heavy4'])
+      for (let i = 0; i < 6; i++) await publish(stream, kilobyte);
+    const after = await resume('heavy', { offset: 3, epoch: heavy.epoch });
+    expect(after.recovered).toBe(false);
+    expect(['history_trimmed', 'epoch_changed']).toContain(after.reason);
   });
 });
