@@ -122,7 +122,11 @@ export class Continuity {
     }
     let read: Awaited<ReturnType<StreamHistory['read']>>;
     try {
-      read = await this.history.read(meshId, stream, since?.offset);
+      // A read changes nothing, so one failure (a timeout on a busy Redis, a slot moving on a cluster) is
+      // tried once more before the peer is told `unavailable`.
+      read = await this.history
+        .read(meshId, stream, since?.offset)
+        .catch(() => this.history.read(meshId, stream, since?.offset));
     } catch {
       this.registry.release(sessionId, stream, undefined, []);
       return { position: since ? { recovered: false, reason: 'unavailable' } : {}, replay: () => {} };
