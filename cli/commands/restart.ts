@@ -39,12 +39,22 @@ back or whose sessions did not resume in time (the nodes after it are not touche
   run: runRestartCommand,
 });
 
+/** No cluster here or an environment that cannot be read is a bad call (exit 2), as a bad name is. */
+function environmentOf(env: string | undefined): ReturnType<typeof resolveEnvironment> {
+  try {
+    return resolveEnvironment(env);
+  } catch (error) {
+    if (error instanceof UsageError) throw error;
+    throw new UsageError((error as Error).message);
+  }
+}
+
 async function runRestartCommand({ values, positionals }: Parsed<typeof OPTIONS>): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
   if (!values.rolling) throw new UsageError('only a rolling restart is offered: pass --rolling');
   const resumeTimeoutMs = durationOption('--resume-timeout', values['resume-timeout'], 30_000);
   const healthTimeoutMs = durationOption('--health-timeout', values['health-timeout'], 60_000);
-  const { name, target } = resolveEnvironment(values.env);
+  const { name, target } = environmentOf(values.env);
   if (!target.control)
     throw new UsageError(
       `environment "${name}" has no node control commands (its file's "control": kill, stop, start), so its nodes cannot be restarted`,
