@@ -10,11 +10,11 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { SessionFleet } from '../../bench/lib/session-fleet.js';
 import type { ClusterFile } from '../../cli/cluster/local.js';
 import { createLoadMeshes } from '../../cli/load/setup.js';
 import { runWorkbench } from '../helpers/cli.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { SessionFleet } from '../helpers/session-fleet.js';
 import { pause, waitFor } from '../helpers/wait.js';
 
 const SESSIONS = 200;

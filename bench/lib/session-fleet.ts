@@ -2,13 +2,16 @@
  * Many SDK sessions through one URL (a load balancer) with DM traffic between members of the same mesh,
  * recording what a rolling restart or a node kill must not break: every reconnect (its time from the
  * disconnect to the next welcome, and whether the welcome said `resumed`), every `peer.left` seen, every
- * acknowledged (`sent`) DM and every delivery. The rolling-restart test and bench/rolling-restart.ts
- * share it, so the bench measures what the test checks.
+ * acknowledged (`sent`) DM and every delivery. tests/cluster/rolling-restart.test.ts and
+ * bench/rolling-restart.ts share it, so the bench measures what the test checks (here, in bench/lib: the
+ * bench runs from dist/, which tests/ is not part of).
  */
 import { performance } from 'node:perf_hooks';
 import { MeshClient } from '@mesh-broker/sdk';
 import type { LoadPeerPlan } from '../../cli/load/setup.js';
-import { pause } from './wait.js';
+
+/** The traffic's pace (bench/ runs from dist/ alone, so not tests/helpers' `pause`). */
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export interface Reconnect {
   session: number;
@@ -112,9 +115,9 @@ export class SessionFleet {
           inFlight++;
           void this.sendOne().finally(() => inFlight--);
         }
-        await pause(tickMs, 'the traffic pace: perSecond spread over 20 ms ticks');
+        await sleep(tickMs);
       }
-      while (inFlight > 0) await pause(tickMs, 'the last sends finishing');
+      while (inFlight > 0) await sleep(tickMs); // the last sends finishing
     })();
     return {
       stop: async () => {
