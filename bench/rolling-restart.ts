@@ -40,6 +40,11 @@ export interface RollingRestartBench {
   notResumed: number;
   listedNotOnce: number;
   peerLeft: number;
+  /**
+   * A second roll with the traffic stopped: the same count with only the idle cluster's own commits
+   * (heartbeats, leases, reapers) to subtract, so the per-resume figure is not lost in the traffic's.
+   */
+  quiet: { resumes: number; commitsPerResume: number; idleCommitsPerSecond: number };
   /** Background commits per second (traffic, heartbeats) subtracted from each step. */
   backgroundCommitsPerSecond: number;
   latencies: number[];
@@ -56,10 +61,8 @@ interface Step {
 /** The cluster's settings: limits raised where one loopback address stands for thousands of peers. */
 const ENV = {
   HELLO_PENDING_PER_ADDRESS: '20000',
-  SEND_BURST: '1000000',
-  SEND_RATE_PER_MIN: '10000000',
-  FRAME_RATE_PER_SEC: '100000',
-  FRAME_BURST: '100000',
+  SEND_BURST: '1000',
+  SEND_RATE_PER_MIN: '100000',
 };
 
 async function workbench(args: string[], cwd: string): Promise<string> {
@@ -162,6 +165,7 @@ async function measureAll(
   await traffic.stop();
   const deadline = Date.now() + 60_000;
   while (fleet.undelivered() > 0 && Date.now() < deadline) await sleep(200);
+  const quiet = await quietRoll(fleet, db, cwd);
   const listed = await fleet.listed();
   const lines = stdout
     .trim()
@@ -179,7 +183,27 @@ async function measureAll(
     listedNotOnce: fleet.clients.filter((c) => listed.get(c.sessionId) !== 1).length,
     peerLeft: [...fleet.peerLeft.values()].reduce((a, b) => a + b, 0),
     backgroundCommitsPerSecond: round(rate),
+    quiet,
     latencies: roll.moved.map((r) => r.welcomedAt - r.lostAt),
+  };
+}
+
+async function quietRoll(
+  fleet: SessionFleet,
+  db: pg.Client,
+  cwd: string,
+): Promise<RollingRestartBench['quiet']> {
+  const b0 = await commits(db);
+  const t0 = Date.now();
+  await sleep(5000);
+  const idle = ((await commits(db)) - b0) / ((Date.now() - t0) / 1000);
+  const roll = await measured(fleet, db, idle, async () => {
+    await workbench(['restart', '--rolling', '--json', '--resume-timeout', '120s'], cwd);
+  });
+  return {
+    resumes: roll.step.resumes,
+    commitsPerResume: roll.step.commitsPerResume,
+    idleCommitsPerSecond: round(idle),
   };
 }
 

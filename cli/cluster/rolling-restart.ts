@@ -24,6 +24,13 @@ export interface RollingRestartOptions {
   healthTimeoutMs: number;
   /** Called once per node as soon as it is done (restarted, or failed). */
   onNode?: (result: NodeRestart) => void;
+  /**
+   * After a node is healthy, how long to wait for the load balancer to route to it again (its own checks
+   * must pass: phase 3's HAProxy needs two, a second apart) before the next node drains; without that the
+   * next node's sessions all land on the third node, which then drains twice the share. Not a failure
+   * when it runs out (a failover load balancer never routes to a standby): the roll moves on, saying so.
+   */
+  lbSettleTimeoutMs?: number;
   /** Between two polls of presence, metrics or health (default 100 ms). */
   pollMs?: number;
 }
@@ -48,6 +55,8 @@ export interface NodeRestart {
   resumeMs: number;
   /** From the start command until `/health` answered 200. */
   startMs: number;
+  /** From healthy until the load balancer routed a request to it; null when it did not in time. */
+  lbMs: number | null;
   totalMs: number;
 }
 
@@ -104,6 +113,7 @@ async function restartOne(pool: Pool, options: RollingRestartOptions, id: string
     drainMs: 0,
     resumeMs: 0,
     startMs: 0,
+    lbMs: null,
     totalMs: 0,
   };
   const t0 = Date.now();
@@ -120,6 +130,7 @@ async function restartOne(pool: Pool, options: RollingRestartOptions, id: string
     await step(`starting ${id}`, options.control.start(id));
     await waitServing(url, id, options);
     result.startMs = Date.now() - t1;
+    result.lbMs = await waitRouted(options.target.lbUrl, id, options);
     result.ok = true;
   } catch (error) {
     result.error = (error as Error).message;
@@ -223,6 +234,23 @@ async function waitServing(url: string, id: string, options: RollingRestartOptio
   );
 }
 
+/**
+ * Until a `GET /health` through the load balancer is answered by node `id` (its body names the node),
+ * the milliseconds that took; null after the bound.
+ */
+async function waitRouted(lbUrl: string, id: string, options: RollingRestartOptions): Promise<number | null> {
+  const t0 = Date.now();
+  const deadline = t0 + (options.lbSettleTimeoutMs ?? 10_000);
+  while (Date.now() < deadline) {
+    const node = await fetch(`${lbUrl}/health`, { signal: AbortSignal.timeout(2000) })
+      .then(async (r) => ((await r.json()) as { node?: string }).node)
+      .catch(() => undefined);
+    if (node === id) return Date.now() - t0;
+    await sleep(options.pollMs ?? 100);
+  }
+  return null;
+}
+
 /** `ok`, the 503's status (`starting`, `draining`, `unavailable`), or why there was no answer. */
 async function healthOf(url: string, timeoutMs: number): Promise<string> {
   try {
@@ -252,5 +280,6 @@ export function nodeLine(r: NodeRestart): string {
   const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
   const sessions = `${r.resumed}/${r.sessions} sessions resumed${r.left > 0 ? ` (${r.left} left for good)` : ''}`;
   if (!r.ok) return `${r.node.padEnd(14)} FAILED  ${r.error}  (${sessions}, after ${s(r.totalMs)})`;
-  return `${r.node.padEnd(14)} restarted  drained ${s(r.drainMs)}, ${sessions} in ${s(r.resumeMs)} (${r.source}), healthy ${s(r.startMs)} after its start, ${s(r.totalMs)} in all`;
+  const lb = r.lbMs === null ? 'the load balancer did not route to it yet' : `routed to in ${s(r.lbMs)}`;
+  return `${r.node.padEnd(14)} restarted  drained ${s(r.drainMs)}, ${sessions} in ${s(r.resumeMs)} (${r.source}), healthy ${s(r.startMs)} after its start, ${lb}; ${s(r.totalMs)} in all`;
 }
