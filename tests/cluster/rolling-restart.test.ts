@@ -6,14 +6,14 @@
  * `xact_commit` of the cluster's database: pg_stat_statements is not loaded and the broker has no query
  * counter of its own). Then the bad calls (exit 2) and a node that does not come back (exit 1, named).
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SessionFleet } from '../../bench/lib/session-fleet.js';
 import type { ClusterFile } from '../../cli/cluster/local.js';
 import { createLoadMeshes } from '../../cli/load/setup.js';
-import { runWorkbench } from '../helpers/cli.js';
+import { runWorkbench, WORKBENCH } from '../helpers/cli.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { pause, waitFor } from '../helpers/wait.js';
 
@@ -45,6 +45,11 @@ async function upPhase3(): Promise<void> {
   );
   expect(result.code, result.stderr).toBe(0);
   cluster = JSON.parse(readFileSync(join(cwd, '.workbench', 'cluster.json'), 'utf8')) as ClusterFile;
+}
+
+/** cluster.json as it is now (a restart records each node's new pid). */
+function current(): ClusterFile {
+  return JSON.parse(readFileSync(join(cwd, '.workbench', 'cluster.json'), 'utf8')) as ClusterFile;
 }
 
 /** Transactions committed on the cluster's database so far (the statistics flush within a second). */
@@ -144,4 +149,81 @@ describe('workbench restart --rolling (phase 3, through the load balancer)', () 
     );
     fleet.close();
   }, 120_000);
+
+  it('an environment whose start command fails: the roll stops at that node, named (exit 1), the others untouched', async () => {
+    // The local cluster's nodes, driven through an environment file's control commands (the --env path).
+    const control = (action: string) => `cd .. && "${process.execPath}" "${WORKBENCH}" node ${action} {node}`;
+    mkdirSync(join(cwd, 'environments'), { recursive: true });
+    writeFileSync(
+      join(cwd, 'environments', 'rollfail.json'),
+      JSON.stringify({
+        phase: 3,
+        lbUrl: cluster.lb.url,
+        nodes: cluster.nodes.map(({ id, url }) => ({ id, url })),
+        databaseUrlEnv: 'ROLL_DB',
+        adminTokenEnv: 'ROLL_ADMIN',
+        flags: { provider: 'file', dir: cluster.flagsDir },
+        control: { kill: control('kill'), stop: control('stop'), start: 'echo no such node >&2; exit 3' },
+      }),
+    );
+    const secrets = { ROLL_DB: db.url, ROLL_ADMIN: cluster.adminToken };
+    const before = current();
+    const roll = await runWorkbench(['restart', '--rolling', '--env', 'rollfail'], secrets, cwd);
+    expect(roll.code, roll.stderr).toBe(1);
+    const [first] = cluster.nodes;
+    expect(roll.stdout).toContain(
+      `${first!.id.padEnd(14)} FAILED  starting ${first!.id} failed: "echo no such node >&2; exit 3" for ${first!.id} exited with 3: no such node`,
+    );
+    expect(roll.stdout).toContain(
+      `not restarted: ${cluster.nodes
+        .slice(1)
+        .map((n) => n.id)
+        .join(', ')}`,
+    );
+    // The others were never stopped: same pids, still healthy.
+    for (const node of current().nodes.slice(1)) {
+      expect(node.pid).toBe(before.nodes.find((n) => n.id === node.id)!.pid);
+      expect((await fetch(`${node.url}/health`)).status).toBe(200);
+    }
+    // A node down: the next roll refuses before touching anything.
+    const refused = await runWorkbench(['restart', '--rolling'], {}, cwd);
+    expect({ code: refused.code, stderr: refused.stderr.trim() }).toMatchObject({
+      code: 1,
+      stderr: expect.stringContaining(`${first!.id} is not healthy`),
+    });
+    expect((await runWorkbench(['node', 'start', first!.id], {}, cwd)).code).toBe(0);
+  }, 60_000);
+
+  it.each([
+    [[], 'only a rolling restart is offered: pass --rolling'],
+    [['--rolling', '--resume-timeout', 'soon'], '--resume-timeout must be a duration'],
+    [['--rolling', '--env', 'nosuch'], 'no environment "nosuch"'],
+    [['--rolling', '--env', 'nocontrol'], 'environment "nocontrol" has no node control commands'],
+    [['--rolling', '--env', 'onenode'], 'environment "onenode" has one node'],
+  ])('restart %j is a bad call: exit 2, nothing restarted', async (args, message) => {
+    const file = (name: string, extra: object) =>
+      writeFileSync(
+        join(cwd, 'environments', `${name}.json`),
+        JSON.stringify({
+          phase: 3,
+          lbUrl: cluster.lb.url,
+          nodes: cluster.nodes.map(({ id, url }) => ({ id, url })),
+          databaseUrlEnv: 'ROLL_DB',
+          adminTokenEnv: 'ROLL_ADMIN',
+          flags: { provider: 'file', dir: cluster.flagsDir },
+          ...extra,
+        }),
+      );
+    mkdirSync(join(cwd, 'environments'), { recursive: true });
+    file('nocontrol', {});
+    file('onenode', {
+      nodes: [{ id: cluster.nodes[0]!.id, url: cluster.nodes[0]!.url }],
+      control: { kill: 'true', stop: 'true', start: 'true' },
+    });
+    const pids = current().nodes.map((n) => n.pid);
+    const result = await runWorkbench(['restart', ...args], { ROLL_DB: db.url, ROLL_ADMIN: 'x' }, cwd);
+    expect(result.code, result.stderr).toBe(2);
+    expect(result.stderr).toContain(message);
+    expect(current().nodes.map((n) => n.pid)).toEqual(pids);
+  });
 });
