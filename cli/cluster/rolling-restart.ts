@@ -7,8 +7,9 @@
  *
  * Where "resumed" is read: Postgres presence (`ha.presence`, docs/presence.md), the truth of who holds
  * which session. The sessions the node held when it was drained are read first; each has resumed when its
- * row names another node and is connected again (`disconnected_at` null), or is gone (its peer left for
- * good: counted as `left`, not resumed). Without `ha.presence` there are no rows to read, so the nodes'
+ * row names another node and is connected again (`disconnected_at` null). A row that is gone (the grace
+ * period ran out, or the peer went away) is counted as `left`: not resumed, so the wait runs to its bound
+ * and fails, naming them. Without `ha.presence` there are no rows to read, so the nodes'
  * `mesh_broker_connections` gauges are summed instead: the other nodes must hold as many sessions as the
  * whole cluster did before the drain.
  */
@@ -46,7 +47,7 @@ export interface NodeRestart {
   sessions: number;
   /** Of those, held again by another node when the wait ended. */
   resumed: number;
-  /** Of those, gone for good (their peer left) instead: presence only. */
+  /** Of those, with no presence row when the wait ended (grace ran out, peer.left sent): presence only. */
   left: number;
   source: ResumeSource;
   /** From the stop command to its exit. */
@@ -124,13 +125,19 @@ async function restartOne(pool: Pool, options: RollingRestartOptions, id: string
     await step(`stopping ${id}`, options.control.stop(id));
     result.drainMs = Date.now() - t0;
     // The peers reconnect while the node drains; what has not resumed by its exit gets the bound.
-    await waitResumed(pool, before, id, others, options, result);
+    // Sessions that did not resume fail the roll, but the node is drained already: it is started again
+    // all the same, so the roll never leaves the cluster a node short for that reason.
+    const unresumed = await waitResumed(pool, before, id, others, options, result).then(
+      () => undefined,
+      (error: Error) => error,
+    );
     result.resumeMs = Date.now() - t0;
     const t1 = Date.now();
     await step(`starting ${id}`, options.control.start(id));
     await waitServing(url, id, options);
     result.startMs = Date.now() - t1;
     result.lbMs = await waitRouted(options.target.lbUrl, id, options);
+    if (unresumed) throw unresumed;
     result.ok = true;
   } catch (error) {
     result.error = (error as Error).message;
@@ -192,7 +199,7 @@ async function waitResumed(
     if (done) return;
     if (Date.now() > deadline)
       throw new StepFailed(
-        `${id}: ${before.count - result.resumed - result.left} of its ${before.count} sessions did not resume on another node within ${options.resumeTimeoutMs / 1000} s (read from ${before.source === 'presence' ? 'Postgres presence' : 'the mesh_broker_connections gauges'})`,
+        `${id}: ${before.count - result.resumed} of its ${before.count} sessions did not resume on another node within ${options.resumeTimeoutMs / 1000} s${result.left > 0 ? ` (${result.left} of them left for good: their presence is gone, peer.left announced)` : ''} (read from ${before.source === 'presence' ? 'Postgres presence' : 'the mesh_broker_connections gauges'})`,
       );
     await sleep(options.pollMs ?? 100);
   }
@@ -207,7 +214,10 @@ async function presenceResumed(pool: Pool, ids: string[], id: string, result: No
   );
   result.resumed = Number(rows[0]!.resumed);
   result.left = ids.length - Number(rows[0]!.present);
-  return result.resumed + result.left === ids.length;
+  // A session whose row is gone has not resumed: its grace ran out (peer.left went out) before it came
+  // back, or its peer went away. Waited for until the bound like the others (it may still come back, as a
+  // new row), then named: a roll that made sessions leave is not a clean one.
+  return result.resumed === ids.length;
 }
 
 async function gaugesResumed(
