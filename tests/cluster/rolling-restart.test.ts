@@ -9,6 +9,7 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { MeshClient } from '@mesh-broker/sdk';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SessionFleet } from '../../bench/lib/session-fleet.js';
 import type { ClusterFile } from '../../cli/cluster/local.js';
@@ -192,6 +193,45 @@ describe('workbench restart --rolling (phase 3, through the load balancer)', () 
       stderr: expect.stringContaining(`${first!.id} is not healthy`),
     });
     expect((await runWorkbench(['node', 'start', first!.id], {}, cwd)).code).toBe(0);
+  }, 60_000);
+
+  it('sessions that never come back fail the roll at their node (exit 1, counted), which is started again', async () => {
+    const before = current();
+    const [first] = before.nodes;
+    const plans = await createLoadMeshes(
+      { url: cluster.lb.url, token: cluster.adminToken },
+      { peers: 3, meshes: 1 },
+    );
+    // Straight to the first node, and no reconnect: its sessions cannot resume anywhere.
+    const peers = plans.map(
+      (plan) =>
+        new MeshClient({
+          urls: [`${first!.url.replace('http', 'ws')}/ws`],
+          meshId: plan.meshId,
+          keys: plan.keys,
+          reconnect: false,
+        }),
+    );
+    try {
+      await Promise.all(peers.map((peer) => peer.connect()));
+      const roll = await runWorkbench(['restart', '--rolling', '--resume-timeout', '2s'], {}, cwd);
+      expect(roll.code, roll.stderr).toBe(1);
+      expect(roll.stdout).toContain(
+        `${first!.id.padEnd(14)} FAILED  ${first!.id}: 3 of its 3 sessions did not resume on another node within 2 s (read from Postgres presence)`,
+      );
+      expect(roll.stdout).toContain(
+        `not restarted: ${before.nodes
+          .slice(1)
+          .map((n) => n.id)
+          .join(', ')}`,
+      );
+      const now = current();
+      expect(now.nodes[0]!.pid).not.toBe(first!.pid);
+      expect((await fetch(`${first!.url}/health`)).status).toBe(200);
+      expect(now.nodes.slice(1).map((n) => n.pid)).toEqual(before.nodes.slice(1).map((n) => n.pid));
+    } finally {
+      for (const peer of peers) peer.close();
+    }
   }, 60_000);
 
   it.each([
