@@ -4,7 +4,9 @@
  * bench/plots/. `--quick` (what CI runs) keeps each scenario to one short run, only to prove the scenarios
  * still work. Every process a scenario starts is SIGKILLed at the end, on failure too.
  * Scenarios: fanout (a), stream-positions (a2: fan-out with stream positions on ÷ off), dms (b), dms-open (b2), db-floor (b1), retention (b3), audit (c), failover (d),
- * idle (e), cli (f), regions (g: phase 4's two-region simulation, one run; needs `npm run build`). `--retention-s N`: retention's run length in seconds (default 300 in a full run, 4 in --quick).
+ * idle (e), cli (f), regions (g: phase 4's two-region simulation, one run; needs `npm run build`),
+ * rolling-restart (h: `workbench restart --rolling` under 5,000 sessions against a single kill, one run a
+ * time; --quick: 150 sessions). `--retention-s N`: retention's run length in seconds (default 300 in a full run, 4 in --quick).
  * db-floor prints the closed-loop `dms` figure of the same invocation as a ratio of each floor (when both
  * ran); fanout prints each system's server CPU per delivery and ours as a ratio of it.
  */
@@ -23,6 +25,7 @@ import { killAll } from './lib/processes.js';
 import { round } from './lib/stats.js';
 import { benchRegions } from './regions.js';
 import { benchRetention } from './retention.js';
+import { benchRollingRestart } from './rolling-restart.js';
 import { benchStreamPositions } from './stream-positions.js';
 
 const quick = process.argv.includes('--quick');
@@ -197,6 +200,16 @@ await scenario('cli', async () => {
         before && figure.binary === 'current' ? round(figure.medianMs / before.medianMs, 2) : null,
       ownRatioToBefore: before && figure.binary === 'current' ? round(figure.ownMs / before.ownMs, 2) : null,
     });
+  }
+});
+
+await scenario('rolling-restart', async () => {
+  // Each run is a phase-3 `workbench up`, 5,000 sessions, a kill and two rolls: minutes, not seconds.
+  for (let i = 0; i < (quick ? 1 : Math.min(runs, 3)); i++) {
+    const result = await benchRollingRestart(quick ? 150 : 5000, quick ? 20 : 100);
+    emit('rolling-restart', withoutLatencies(result));
+    if (!quick && i === 0)
+      plotCdf(join(plots, 'resume-during-roll.png'), [{ colour: 'blue', values: result.latencies }]);
   }
 });
 

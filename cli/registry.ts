@@ -24,6 +24,10 @@ export const COMMANDS: Record<string, CommandEntry> = {
     summary: 'crash (kill), drain (stop) or restart (start) one node of the local cluster',
     load: async () => (await import('./commands/cluster.js')).nodeCommand,
   },
+  restart: {
+    summary: 'restart every node in turn: drain, wait for its sessions elsewhere, start, wait for health',
+    load: async () => (await import('./commands/restart.js')).restartCommand,
+  },
   region: {
     summary: 'cut, restore or promote a region of the two-region simulation (up --phase 4)',
     load: async () => (await import('./commands/region.js')).regionCommand,
