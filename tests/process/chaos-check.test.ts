@@ -2,7 +2,8 @@
  * `workbench chaos --history F` then `workbench chaos check F`, as a user runs them: a short real chaos
  * run (seed 7, 30 s, two faults) writes a history of every kind the workloads make, which checks clean
  * (exit 0); the same file with one delivery line removed is a lost write, named with its operations
- * (exit 1); a malformed line is exit 2 naming the line.
+ * (exit 1); a malformed line is exit 2 naming the line. And `workbench load --history F` against two
+ * shared broker processes writes a history that checks clean.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -10,7 +11,10 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { ChaosReport } from '../../cli/chaos/run.js';
 import type { CheckResult } from '../../cli/checkers/check.js';
+import { ADMIN_TOKEN } from '../helpers/broker.js';
 import { runWorkbench } from '../helpers/cli.js';
+import { TestCluster } from '../helpers/cluster.js';
+import { createTestDatabase } from '../helpers/postgres.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'chaos-check-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -74,3 +78,52 @@ function isDmOk(send: string, deliver: string): boolean {
   const s = JSON.parse(send) as { value: { from: string; seq: number } };
   return s.value.from === d.value.from && s.value.seq === d.value.seq;
 }
+
+describe('workbench load --history', () => {
+  it('records sends, deliveries, acks and streams that check clean', async () => {
+    const db = await createTestDatabase('loadhistory');
+    const cluster = new TestCluster(db.url, {
+      SEND_RATE_PER_MIN: '100000',
+      SEND_BURST: '1000',
+      LOG_LEVEL: 'warn',
+    });
+    try {
+      cluster.setFlags('shared', ['ha.presence', 'ha.delivery', 'ha.streams']);
+      await Promise.all([cluster.start('h1', 'shared'), cluster.start('h2', 'shared')]);
+      const history = join(dir, 'load.jsonl');
+      const load = await runWorkbench([
+        'load',
+        '--nodes',
+        `${cluster.node('h1').url},${cluster.node('h2').url}`,
+        '--admin-token',
+        ADMIN_TOKEN,
+        '--peers',
+        '6',
+        '--meshes',
+        '1',
+        '--dm-rate',
+        '10',
+        '--broadcast-rate',
+        '2',
+        '--stream-rate',
+        '5',
+        '--duration',
+        '3s',
+        '--history',
+        history,
+      ]);
+      expect(load.code, load.stdout + load.stderr).toBe(0);
+      expect(load.stdout).toMatch(/^history: \d+ operations in .*load\.jsonl$/m);
+      const check = await runWorkbench(['chaos', 'check', history, '--json']);
+      const result = JSON.parse(check.stdout) as CheckResult;
+      expect(result.anomalies).toEqual([]);
+      expect(check.code).toBe(0);
+      // 30 DMs and 6 broadcasts (to the 5 others) and 15 stream publishes (to 5 subscribers): roughly.
+      expect(result.summaries.feed).toMatch(/^(\d+) sends \(\1 ok\), (\d+) deliveries, \2 acks$/);
+      expect(result.summaries.streams).toMatch(/^[1-9]\d* publishes ok, [1-9]\d* receives/);
+    } finally {
+      await cluster.stop();
+      await db.drop();
+    }
+  }, 90_000);
+});
