@@ -3,7 +3,8 @@
  * - lost-write: a send that was `ok` never delivered to one of its intended recipients (any session);
  * - skip: such a loss between two deliveries of the same sender to that recipient (it saw n and a later
  *   m but never the n' in between that was sent to it) — always reported with its lost-write;
- * - duplicate: one messageId delivered twice to one recipient session (after the SDK's dedup);
+ * - duplicate: one messageId delivered twice to one recipient session (after the SDK's dedup), or one
+ *   send (sender and seq) delivered to it under two messageIds (stored twice: the SDK cannot tell);
  * - internal-nonmonotonic: a recipient session sees a sender's seq go down (among `ok` sends);
  * - external-nonmonotonic: two recipients see two messages of one sender in opposite orders (one of
  *   them then also has an internal-nonmonotonic: this names the pair of recipients);
@@ -31,8 +32,9 @@ export class FeedChecker implements Checker {
   private readonly sends = new Map<string, Send>();
   /** First delivery index by `recipient|from|seq` (member level: any of its sessions). */
   private readonly delivered = new Map<string, number>();
-  /** First delivery index by `session|messageId`, for duplicates. */
+  /** First delivery index by `session|messageId` and by `session|from|seq`, for duplicates. */
   private readonly bySession = new Map<string, number>();
+  private readonly bySessionSeq = new Map<string, { index: number; messageId: string }>();
   /** messageIds each recipient member got, for acks: `recipient|messageId`. */
   private readonly deliveredIds = new Set<string>();
   /** Per `session|from` and per `recipient|from`: arrivals in history order. */
@@ -73,10 +75,18 @@ export class FeedChecker implements Checker {
     const sessionKey = `${event.process}|${messageId}`;
     const first = this.bySession.get(sessionKey);
     if (first !== undefined) {
-      this.duplicates.push([first, event.index, event.process, messageId]);
+      this.duplicates.push([first, event.index, event.process, `messageId ${messageId} twice`]);
       return;
     }
     this.bySession.set(sessionKey, event.index);
+    const seqKey = `${event.process}|${from}|${seq}`;
+    const same = this.bySessionSeq.get(seqKey);
+    if (same) {
+      const what = `seq ${seq} from ${short(from)} twice (messageIds ${same.messageId}, ${messageId})`;
+      this.duplicates.push([same.index, event.index, event.process, what]);
+      return;
+    }
+    this.bySessionSeq.set(seqKey, { index: event.index, messageId });
     this.deliveredIds.add(`${recipient}|${messageId}`);
     const memberKey = `${recipient}|${from}|${seq}`;
     if (!this.delivered.has(memberKey)) {
@@ -89,8 +99,8 @@ export class FeedChecker implements Checker {
   private readonly duplicates: Array<[number, number, string, string]> = [];
 
   finish(anomalies: Anomalies): string {
-    for (const [first, again, session, messageId] of this.duplicates)
-      anomalies.add('duplicate', `${session} got messageId ${messageId} twice`, [first, again]);
+    for (const [first, again, session, what] of this.duplicates)
+      anomalies.add('duplicate', `${session} got ${what}`, [first, again]);
     let ok = 0;
     for (const send of this.sends.values()) if (send.ok !== undefined) ok++;
     this.lostAndSkipped(anomalies);

@@ -180,6 +180,18 @@ describe('the history checkers', () => {
     expect(result.anomalies[0]!.operations).toEqual([first, again]);
   });
 
+  it('catch one send delivered under two messageIds (stored twice: the SDK cannot tell)', async () => {
+    const result = await clean({
+      feed: (h) => {
+        h.send('a', 0, ['b']);
+        h.deliver('b', 'a', 0);
+        h.add('ok', 'deliver', 'b', { mesh: 'm', recipient: 'b', from: 'a', seq: 0, messageId: 'other-id' });
+      },
+    }).check();
+    expect(kinds(result)).toEqual(['duplicate']);
+    expect(result.anomalies[0]!.message).toBe('b got seq 0 from a twice (messageIds a-0-id, other-id)');
+  });
+
   it('catch an internal nonmonotonic (a recipient sees a sender go back)', async () => {
     let high = 0;
     let low = 0;
