@@ -14,7 +14,7 @@ import type { Frame, Message } from '../../protocol/frames.js';
 import { Random } from '../fuzz/random.js';
 import type { Recorder } from '../history/writer.js';
 import type { DeliveryChecker, Kind } from '../load/checker.js';
-import { type GeneratorFacts, generateLoad } from '../load/generator.js';
+import { type GeneratorFacts, generateLoad, INDETERMINATE } from '../load/generator.js';
 import { createLoadMeshes, type LoadPeerPlan } from '../load/setup.js';
 import { sleep } from './sleep.js';
 
@@ -161,7 +161,7 @@ export class ScheduleWorkload {
         this.createFailures++;
         // A timeout may have created it after all (verify.ts judges the database's schedules).
         const code = (error as { code?: string }).code ?? 'error';
-        record(code === 'timeout' || code === 'error' ? 'info' : 'fail', { error: code });
+        record(INDETERMINATE.has(code) ? 'info' : 'fail', { error: code });
       }
       await sleep(random.int(1000, 2000), signal);
     }

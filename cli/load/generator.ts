@@ -162,10 +162,14 @@ async function connectPeers(
 
 const processOf = (plan: LoadPeerPlan) => `load-${plan.index + 1}`;
 
-/** A refusal is a `fail` (it did not happen); a timeout or a lost connection an `info` (it may have). */
+/**
+ * A refusal is a `fail` (it did not happen); a timeout, a connection closed before the reply or an
+ * `internal` error (the node failed mid-way, maybe after its commit) an `info` (it may have).
+ */
+export const INDETERMINATE = new Set(['timeout', 'disconnected', 'internal', 'error']);
 function outcome(error: unknown): { type: 'fail' | 'info'; reason: string } {
   const reason = error instanceof MeshRequestError ? error.code : 'error';
-  return { type: reason === 'timeout' || reason === 'error' ? 'info' : 'fail', reason };
+  return { type: INDETERMINATE.has(reason) ? 'info' : 'fail', reason };
 }
 
 function parseSeq(body: string): number | undefined {
