@@ -321,25 +321,35 @@ function recordFault(history: HistoryWriter, fault: FaultRecord, phase: 'start' 
 
 /**
  * Every audit entry, read from `audit_log` once the workloads are done (the chain is the database's:
- * the brokers append it, no peer sees it), one `info` event per entry in (chain, seq, id) order.
+ * the brokers append it, no peer sees it), one `info` event per entry in (chain, seq, row) order, read in
+ * pages so a day-long run's chains are never held whole.
  */
 async function recordAudit(pool: Pool, history: HistoryWriter): Promise<void> {
-  const rows = await pool.query<{ mesh: string; seq: string; hash: string; prevHash: string; id: string }>(
-    `SELECT mesh_id AS mesh, seq, hash, prev_hash AS "prevHash", id FROM audit_log ORDER BY mesh_id, seq, id`,
-  );
-  for (const row of rows.rows)
-    history.record({
-      type: 'info',
-      f: 'audit-append',
-      process: 'audit',
-      value: {
-        mesh: row.mesh,
-        seq: Number(row.seq),
-        hash: row.hash,
-        prevHash: row.prevHash,
-        row: Number(row.id),
-      },
-    });
+  const PAGE = 5000;
+  let after: [string, string, string] = ['00000000-0000-0000-0000-000000000000', '-1', '-1'];
+  for (;;) {
+    const rows = await pool.query<{ mesh: string; seq: string; hash: string; prevHash: string; id: string }>(
+      `SELECT mesh_id AS mesh, seq, hash, prev_hash AS "prevHash", id FROM audit_log
+        WHERE (mesh_id, seq, id) > ($1::uuid, $2::bigint, $3::bigint) ORDER BY mesh_id, seq, id LIMIT ${PAGE}`,
+      after,
+    );
+    for (const row of rows.rows)
+      history.record({
+        type: 'info',
+        f: 'audit-append',
+        process: 'audit',
+        value: {
+          mesh: row.mesh,
+          seq: Number(row.seq),
+          hash: row.hash,
+          prevHash: row.prevHash,
+          row: Number(row.id),
+        },
+      });
+    const last = rows.rows.at(-1);
+    if (!last || rows.rows.length < PAGE) return;
+    after = [last.mesh, String(last.seq), String(last.id)];
+  }
 }
 
 /** The independent checkers over the run's own history (what `workbench chaos check` would say). */
