@@ -46,6 +46,10 @@ describe('workbench chaos check', () => {
     expect(clean.code).toBe(0);
     expect(result.events).toBe(lines.length);
     expect(result.operationsPerSecond).toBeGreaterThan(0);
+    // Every entry of audit_log is in the history: the same chains and entries the run's verifier walked.
+    const audit = report.properties.find((p) => p.name === 'audit-chains')!.summary;
+    expect(`${result.summaries.audit} verified`).toBe(audit);
+    expect(report.properties.find((p) => p.name === 'history')).toMatchObject({ ok: true });
 
     // One delivery of a DM gone: its send (invoke and ok) is named as a lost write.
     const at = lines.findIndex((l) => l.includes('"f":"deliver"') && lines.some((s) => isDmOk(s, l)));
