@@ -11,6 +11,10 @@ export const SLOW_TEST_FILES: string[] = [
   'tests/cluster/smoke.test.ts',
   // `workbench chaos`: its own Postgres and redis-server, a seeded fault schedule under load (180 s limit).
   'tests/cluster/chaos.test.ts',
+  // `workbench chaos --duration 30s --history` (its own Postgres, redis-server and cluster), then
+  // `chaos check` on the history and on copies with a line removed or broken: 63 s; a 3 s
+  // `workbench load --history` against two broker processes, checked: 10 s.
+  'tests/process/chaos-check.test.ts',
   // A real unleash-server (its start alone takes most of a minute) and a node's backoff: 119 s and 104 s.
   'tests/process/unleash-auth.test.ts',
   'tests/process/unleash.test.ts',

@@ -4,6 +4,9 @@
  * fault), the workloads, the seeded faults at their times, a bounded drain, the verdict.
  * Everything it started is stopped and deleted at the end, whatever happened (Ctrl-C included), unless
  * `keep`, which leaves it all running for a look at `.workbench/logs`.
+ * Every run records a history (`history` or `history.jsonl` in the temp folder; docs/chaos.md § History):
+ * the workloads' operations, the faults and flag flips as they happen, the audit chains read from
+ * `audit_log` at the end; the independent checkers (cli/checkers/) judge it as one more property.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,8 +17,10 @@ import { pushRefreshOnce } from '../../broker/flag-refresh.js';
 import { fileFlagsAccess } from '../../flags/access.js';
 import { changeFlag } from '../../flags/changes.js';
 import { type FlagKey, isFlagKey } from '../../flags/registry.js';
+import { checkHistory } from '../checkers/check.js';
 import { FAST_CLUSTER } from '../cluster/fast-timings.js';
 import { type ClusterFile, down, startNode, stopNode, up } from '../cluster/local.js';
+import { HistoryWriter } from '../history/writer.js';
 import { DeliveryChecker } from '../load/checker.js';
 import { buildReport, type LoadReport } from '../load/report.js';
 import { normalizeUrl } from '../load/target.js';
@@ -45,6 +50,8 @@ export interface ChaosOptions {
   seed: number;
   durationMs: number;
   faults: number;
+  /** Where the history goes (default: history.jsonl in the run's temp folder, deleted with it). */
+  history?: string;
   keep: boolean;
   log: (line: string) => void;
   signal: AbortSignal;
@@ -68,6 +75,8 @@ export interface ChaosReport {
   faults: FaultRecord[];
   properties: Property[];
   load?: LoadReport;
+  /** The history file and how many operations it holds. */
+  history?: { path: string; operations: number };
   /** The working folder (cluster.json, logs) when kept. */
   kept?: { dir: string; postgres: string; redisPid?: number };
   error?: string;
@@ -100,8 +109,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   let cluster: ClusterFile | undefined;
   let schedules: ScheduleWorkload | undefined;
   let clock: ClockWorkload | undefined;
+  let history: HistoryWriter | undefined;
   const cwd = mkdtempSync(join(tmpdir(), 'wb-chaos-'));
   try {
+    history = new HistoryWriter(options.history ?? join(cwd, 'history.jsonl'));
     postgres = await ThrowawayPostgres.create();
     redis = await ThrowawayRedis.start();
     // Every broker connection to Redis goes through the proxy; only bus channels can lose publishes, and
@@ -134,20 +145,26 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     };
     log(`cluster up: ${cluster.lb.kind} at ${cluster.lb.url}, ${ids.join(', ')}`);
 
-    schedules = await ScheduleWorkload.start(target);
-    clock = await ClockWorkload.start(target);
+    schedules = await ScheduleWorkload.start(target, history);
+    clock = await ClockWorkload.start(target, history);
     const checker = new DeliveryChecker();
     const t0 = Date.now();
-    const load = runLoad(target, checker, { durationMs: options.durationMs, drainMs: DRAIN_MS, signal });
+    const load = runLoad(target, checker, {
+      durationMs: options.durationMs,
+      drainMs: DRAIN_MS,
+      signal,
+      history,
+    });
     // Schedules stop being created early enough that the last is due (≤ 4 s later) before the run ends.
     const scheduling = schedules.run(options.seed, Math.max(0, options.durationMs - 6000), signal);
-    const targets = faultTargets(cwd, cluster, postgres, redis, proxy, pool, signal);
+    const targets = faultTargets(cwd, cluster, postgres, redis, proxy, pool, signal, history);
     for (const fault of faults) {
       await sleepUntil(t0 + fault.atMs, signal);
       if (signal.aborted) break;
       fault.startedAtMs = Date.now() - t0;
       log(`+${(fault.startedAtMs / 1000).toFixed(1)} s  ${fault.description}`);
       const before = proxy.stats();
+      recordFault(history, fault, 'start');
       try {
         await inflict(fault, targets);
       } catch (error) {
@@ -155,6 +172,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         log(`  fault did not recover: ${fault.error}`);
       }
       fault.endedAtMs = Date.now() - t0;
+      recordFault(history, fault, 'end');
       if (fault.kind === 'bus-loss') {
         const after = proxy.stats();
         fault.busLoss = {
@@ -189,12 +207,16 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       report.interrupted = true;
       return report;
     }
+    await recordAudit(pool, history);
+    report.history = { path: history.path, operations: history.count };
+    history.close();
     report.properties = [
       ...deliveryProperties(report.load),
       await auditProperty(pool),
       await scheduleProperty(pool, schedules),
       clockProperty(clock),
       faultsProperty(faults),
+      await historyProperty(history.path),
     ];
     report.ok = report.properties.every((p) => p.ok);
     return report;
@@ -203,6 +225,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     report.interrupted = signal.aborted;
     return report;
   } finally {
+    try {
+      history?.close();
+    } catch (error) {
+      report.error ??= (error as Error).message;
+      report.ok = false;
+    }
     schedules?.close();
     await clock?.close();
     await pool?.end().catch(() => {});
@@ -248,6 +276,7 @@ function faultTargets(
   proxy: LossyRedisProxy,
   pool: Pool,
   signal: AbortSignal,
+  history: HistoryWriter,
 ): FaultTargets {
   const flags = fileFlagsAccess(cluster.flagsDir, cluster.flagsEnv);
   return {
@@ -264,6 +293,7 @@ function faultTargets(
     // then "refresh now" pushed to the nodes (their poll is the backstop).
     setFlag: async (flag, on) => {
       if (!isFlagKey(flag)) throw new Error(`unknown flag ${flag}`);
+      history.record({ type: 'info', f: 'flag-flip', process: 'nemesis', value: { flag, value: on } });
       await changeFlag(flagChangeLedger(pool), flags, {
         environment: cluster.flagsEnv,
         flag: flag as FlagKey,
@@ -275,5 +305,65 @@ function faultTargets(
         value: on,
       });
     },
+  };
+}
+
+/** A fault as two `info` events of the nemesis (Jepsen's name for the fault injector): start and end. */
+function recordFault(history: HistoryWriter, fault: FaultRecord, phase: 'start' | 'end'): void {
+  const { description, busLoss, error, ...plan } = fault;
+  history.record({
+    type: 'info',
+    f: 'fault',
+    process: 'nemesis',
+    value: { phase, description, ...plan, ...(phase === 'end' && error ? { error } : {}) },
+  });
+}
+
+/**
+ * Every audit entry, read from `audit_log` once the workloads are done (the chain is the database's:
+ * the brokers append it, no peer sees it), one `info` event per entry in (chain, seq, row) order, read in
+ * pages so a day-long run's chains are never held whole.
+ */
+async function recordAudit(pool: Pool, history: HistoryWriter): Promise<void> {
+  const PAGE = 5000;
+  let after: [string, string, string] = ['00000000-0000-0000-0000-000000000000', '-1', '-1'];
+  for (;;) {
+    const rows = await pool.query<{ mesh: string; seq: string; hash: string; prevHash: string; id: string }>(
+      `SELECT mesh_id AS mesh, seq, hash, prev_hash AS "prevHash", id FROM audit_log
+        WHERE (mesh_id, seq, id) > ($1::uuid, $2::bigint, $3::bigint) ORDER BY mesh_id, seq, id LIMIT ${PAGE}`,
+      after,
+    );
+    for (const row of rows.rows)
+      history.record({
+        type: 'info',
+        f: 'audit-append',
+        process: 'audit',
+        value: {
+          mesh: row.mesh,
+          seq: Number(row.seq),
+          hash: row.hash,
+          prevHash: row.prevHash,
+          row: Number(row.id),
+        },
+      });
+    const last = rows.rows.at(-1);
+    if (!last || rows.rows.length < PAGE) return;
+    after = [last.mesh, String(last.seq), String(last.id)];
+  }
+}
+
+/** The independent checkers over the run's own history (what `workbench chaos check` would say). */
+async function historyProperty(path: string): Promise<Property> {
+  const result = await checkHistory(path);
+  const counts = Object.entries(result.counts).map(([kind, n]) => `${n} ${kind}`);
+  return {
+    name: 'history',
+    ok: result.ok,
+    summary:
+      `${result.events} operations (${Object.values(result.summaries).join('; ')})` +
+      `${counts.length ? `; ${counts.join(', ')}` : ''}; checked at ${result.operationsPerSecond} operations/s`,
+    problems: result.anomalies
+      .slice(0, 10)
+      .map((a) => `${a.kind}: ${a.message} (operations ${a.operations.join(', ')})`),
   };
 }

@@ -5,13 +5,16 @@
  *   with a session on every node (so an occurrence is seen wherever it fires; one fired twice has two
  *   message ids, one delivered to several sessions has one);
  * - clock: a mesh clock at top speed, every tick recorded by an observer session on every node.
+ * Each also records what it does and sees into the run's history (cli/history/format.ts): the load's
+ * sends, deliveries, acks and stream publishes and receives; schedule creations and firings; clock ticks.
  */
 import type { MeshClient as Client, MemberKeys } from '@mesh-broker/sdk';
 import { MeshClient } from '@mesh-broker/sdk';
 import type { Frame, Message } from '../../protocol/frames.js';
 import { Random } from '../fuzz/random.js';
+import type { Recorder } from '../history/writer.js';
 import type { DeliveryChecker, Kind } from '../load/checker.js';
-import { type GeneratorFacts, generateLoad } from '../load/generator.js';
+import { type GeneratorFacts, generateLoad, INDETERMINATE } from '../load/generator.js';
 import { createLoadMeshes, type LoadPeerPlan } from '../load/setup.js';
 import { sleep } from './sleep.js';
 
@@ -24,11 +27,14 @@ export interface ChaosCluster {
   nodeWs: Array<{ id: string; ws: string }>;
 }
 
-/** Peers and rates of the load: durable DMs and broadcasts, well inside the per-member send limit. */
+/**
+ * Peers and rates of the load: durable DMs and broadcasts, well inside the per-member send limit, and
+ * stream publishes (judged by the history's stream checker only: at most once, in publish order).
+ */
 export const LOAD_SHAPE = {
   peers: 16,
   meshes: 2,
-  rates: { dm: 6, broadcast: 1.5, stream: 0 } as Record<Kind, number>,
+  rates: { dm: 6, broadcast: 1.5, stream: 3 } as Record<Kind, number>,
 };
 
 function client(urls: string[], plan: LoadPeerPlan, name: string): Client {
@@ -51,7 +57,7 @@ function from(cluster: ChaosCluster, index: number): string[] {
 export async function runLoad(
   cluster: ChaosCluster,
   checker: DeliveryChecker,
-  options: { durationMs: number; drainMs: number; signal: AbortSignal },
+  options: { durationMs: number; drainMs: number; signal: AbortSignal; history?: Recorder },
 ): Promise<GeneratorFacts> {
   const plans = await createLoadMeshes(
     { url: cluster.adminUrl, token: cluster.adminToken },
@@ -66,6 +72,8 @@ export async function runLoad(
       maxMessages: 10_000_000,
       drainMs: options.drainMs,
       signal: options.signal,
+      history: options.history,
+      judgeStreams: false,
     },
     checker,
   );
@@ -83,22 +91,35 @@ export class ScheduleWorkload {
     readonly meshId: string,
     private readonly creator: Client,
     private readonly recipient: MemberKeys,
+    private readonly history: Recorder,
   ) {}
 
-  static async start(cluster: ChaosCluster): Promise<ScheduleWorkload> {
+  static async start(cluster: ChaosCluster, history?: Recorder): Promise<ScheduleWorkload> {
     const [creatorPlan, recipientPlan] = await createLoadMeshes(
       { url: cluster.adminUrl, token: cluster.adminToken },
       { peers: 2, meshes: 1 },
     );
     const creator = client([cluster.lbWs], creatorPlan!, 'chaos-scheduler');
-    const workload = new ScheduleWorkload(creatorPlan!.meshId, creator, recipientPlan!.keys);
+    const workload = new ScheduleWorkload(creatorPlan!.meshId, creator, recipientPlan!.keys, history);
     workload.clients.push(creator);
     await creator.connect();
     for (let i = 0; i < cluster.nodeWs.length; i++) {
-      const witness = client(from(cluster, i), recipientPlan!, `chaos-witness-${i + 1}`);
+      const name = `chaos-witness-${i + 1}`;
+      const witness = client(from(cluster, i), recipientPlan!, name);
       workload.clients.push(witness);
-      witness.on('message', (message: Message & { scheduleId?: string }) => {
+      witness.on('message', (message: Message & { scheduleId?: string; occurrence?: number }) => {
         if (typeof message.scheduleId !== 'string') return;
+        history?.record({
+          type: 'ok',
+          f: 'schedule-fire',
+          process: name,
+          value: {
+            mesh: workload.meshId,
+            scheduleId: message.scheduleId,
+            occurrence: Number(message.occurrence ?? 1),
+            messageId: message.messageId,
+          },
+        });
         const ids = workload.fired.get(message.scheduleId) ?? new Set<string>();
         ids.add(message.messageId);
         workload.fired.set(message.scheduleId, ids);
@@ -118,6 +139,15 @@ export class ScheduleWorkload {
     const started = Date.now();
     while (!signal.aborted && Date.now() - started < untilMs) {
       const at = Date.now() + random.int(1000, 4000);
+      const value = { mesh: this.meshId, to: this.recipient.pubkey, at, once: true };
+      const record = (type: 'invoke' | 'ok' | 'fail' | 'info', more: Record<string, unknown> = {}) =>
+        this.history?.record({
+          type,
+          f: 'schedule-create',
+          process: 'chaos-scheduler',
+          value: { ...value, ...more },
+        });
+      record('invoke');
       try {
         const reply = await this.creator.request<Frame & { scheduleId: string }>({
           type: 'schedule.create',
@@ -126,8 +156,12 @@ export class ScheduleWorkload {
           at,
         });
         this.created.set(reply.scheduleId, at);
-      } catch {
+        record('ok', { scheduleId: reply.scheduleId });
+      } catch (error) {
         this.createFailures++;
+        // A timeout may have created it after all (verify.ts judges the database's schedules).
+        const code = (error as { code?: string }).code ?? 'error';
+        record(INDETERMINATE.has(code) ? 'info' : 'fail', { error: code });
       }
       await sleep(random.int(1000, 2000), signal);
     }
@@ -152,7 +186,7 @@ export class ClockWorkload {
   private constructor(readonly meshId: string) {}
 
   /** Observers on every node, then the clock set to its top speed (retried: it must run for the check). */
-  static async start(cluster: ChaosCluster): Promise<ClockWorkload> {
+  static async start(cluster: ChaosCluster, history?: Recorder): Promise<ClockWorkload> {
     const plans = await createLoadMeshes(
       { url: cluster.adminUrl, token: cluster.adminToken },
       { peers: Math.max(2, cluster.nodeWs.length), meshes: 1 },
@@ -163,8 +197,17 @@ export class ClockWorkload {
       const observer = client(from(cluster, i), plans[i]!, name);
       const ticks: TickRecord[] = [];
       workload.ticks.set(name, ticks);
+      const mesh = workload.meshId;
       observer.on('frame', (f: Frame) => {
-        if (f.type === 'clock.tick') ticks.push({ tick: Number(f.tick), epoch: Number(f.epoch) });
+        if (f.type !== 'clock.tick') return;
+        const record = { tick: Number(f.tick), epoch: Number(f.epoch) };
+        ticks.push(record);
+        history?.record({
+          type: 'ok',
+          f: 'clock-tick',
+          process: name,
+          value: { mesh, ...record, observer: name },
+        });
       });
       workload.clients.push(observer);
       await observer.connect();

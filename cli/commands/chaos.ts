@@ -1,12 +1,20 @@
 /**
- * `workbench chaos --seed S [--duration 120s] [--faults N] [--json] [--keep]`: a local cluster with
- * throw-away Postgres and Redis under load, schedules and a clock, hit by a seeded fault schedule; then
- * one line per property. Exit 0 when every property holds, 1 on a violation (or a run that could not be
- * made), 2 when called wrongly. The same seed gives the same faults at the same times on the same nodes.
+ * `workbench chaos --seed S [--duration 120s] [--faults N] [--history FILE] [--json] [--keep]`: a local
+ * cluster with throw-away Postgres and Redis under load, schedules and a clock, hit by a seeded fault
+ * schedule; then one line per property. Exit 0 when every property holds, 1 on a violation (or a run that
+ * could not be made), 2 when called wrongly. The same seed gives the same faults at the same times on the
+ * same nodes. `--history FILE` records every operation (docs/chaos.md § History).
+ *
+ * `workbench chaos check HISTORY [--json]`: the independent checkers (cli/checkers/) over a history:
+ * exit 0 when clean, 1 naming each anomaly with its operations, 2 for a bad call, an unreadable file or a
+ * malformed line.
  */
 import { defineCommand, durationOption, type OptionSpec, type Parsed, UsageError } from '../args.js';
 import { defaultFaultCount, maxFaults } from '../chaos/faults.js';
 import { type ChaosReport, planFor, runChaos } from '../chaos/run.js';
+import { checkHistory } from '../checkers/check.js';
+import { HistoryFormatError } from '../history/format.js';
+import { HistoryWriter } from '../history/writer.js';
 
 const OPTIONS = {
   seed: {
@@ -20,19 +28,25 @@ const OPTIONS = {
     value: 'N',
     help: 'how many faults (default: by duration; each needs 6 s to recover)',
   },
+  history: { type: 'string', value: 'FILE', help: 'record every operation to FILE (JSON lines)' },
   json: { type: 'boolean', help: 'the report as one JSON document' },
   keep: { type: 'boolean', help: 'keep the cluster, its database and logs afterwards' },
 } as const satisfies OptionSpec;
 
 export const chaosCommand = defineCommand({
-  synopsis: ['chaos --seed S [--duration 120s] [--faults N] [--json] [--keep]'],
+  synopsis: [
+    'chaos --seed S [--duration 120s] [--faults N] [--history FILE] [--json] [--keep]',
+    'chaos check HISTORY [--json]',
+  ],
   about: `A throw-away cluster under load hit by seeded faults; exit 1 if a message was lost or duplicated, a chain
-broke, a schedule or tick repeated. The same seed gives the same faults at the same times.`,
+broke, a schedule or tick repeated. The same seed gives the same faults at the same times. "check HISTORY"
+runs the independent checkers over a recorded history (exit 1 naming each anomaly, 2 for a malformed line).`,
   options: OPTIONS,
   run: runChaosCommand,
 });
 
 async function runChaosCommand({ values, positionals }: Parsed<typeof OPTIONS>): Promise<number> {
+  if (positionals[0] === 'check') return runCheck(values, positionals.slice(1));
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
   if (values.seed === undefined) throw new UsageError('--seed S is required (a whole number below 1e9)');
   if (!/^\d{1,9}$/.test(values.seed)) throw new UsageError('--seed must be a whole number below 1e9');
@@ -48,6 +62,14 @@ async function runChaosCommand({ values, positionals }: Parsed<typeof OPTIONS>):
         `--faults must be a whole number from 1 to ${most} (each fault needs 6 s to recover in a run of ${durationMs / 1000} s)`,
       );
     faults = Number(values.faults);
+  }
+  if (values.history !== undefined) {
+    // A path that cannot be written is a wrong call, found before anything starts.
+    try {
+      new HistoryWriter(values.history).close();
+    } catch (error) {
+      throw new UsageError((error as Error).message);
+    }
   }
   const json = Boolean(values.json);
   const log = json ? () => {} : (line: string) => console.log(line);
@@ -70,6 +92,7 @@ async function runChaosCommand({ values, positionals }: Parsed<typeof OPTIONS>):
       seed,
       durationMs,
       faults,
+      history: values.history,
       keep: Boolean(values.keep),
       log,
       signal: stop.signal,
@@ -79,7 +102,11 @@ async function runChaosCommand({ values, positionals }: Parsed<typeof OPTIONS>):
     process.off('SIGTERM', onSignal);
   }
   if (json) console.log(JSON.stringify(report, null, 2));
-  else print(report);
+  else {
+    print(report);
+    if (values.history && report.history)
+      console.log(`history: ${report.history.operations} operations in ${report.history.path}`);
+  }
   return report.ok ? 0 : 1;
 }
 
@@ -109,4 +136,32 @@ function print(report: ChaosReport): void {
       ? `chaos seed ${report.seed}: every property held`
       : `chaos seed ${report.seed}: FAILED — replay with: workbench chaos --seed ${report.seed} --duration ${report.durationMs / 1000}s --faults ${report.faults.length}`,
   );
+}
+
+/** `chaos check HISTORY`: the only options it takes are --json. */
+async function runCheck(values: Parsed<typeof OPTIONS>['values'], args: string[]): Promise<number> {
+  const others = Object.entries(values).filter(([name, v]) => name !== 'json' && v !== undefined);
+  if (others.length > 0) throw new UsageError(`chaos check takes only --json, not --${others[0]![0]}`);
+  if (args.length !== 1) throw new UsageError('chaos check needs exactly one HISTORY file');
+  let result: Awaited<ReturnType<typeof checkHistory>>;
+  try {
+    result = await checkHistory(args[0]!);
+  } catch (error) {
+    const what = error instanceof HistoryFormatError ? 'malformed history' : 'cannot read the history';
+    console.error(`chaos check: ${what} ${args[0]}: ${(error as Error).message}`);
+    return 2;
+  }
+  if (values.json) console.log(JSON.stringify(result, null, 2));
+  else {
+    for (const [checker, summary] of Object.entries(result.summaries))
+      console.log(`${checker.padEnd(10)} ${summary}`);
+    for (const a of result.anomalies)
+      console.log(`ANOMALY ${a.kind}: ${a.message} (operations ${a.operations.join(', ')})`);
+    const counts = Object.entries(result.counts).map(([kind, n]) => `${n} ${kind}`);
+    console.log(
+      `${result.events} operations checked in ${result.seconds.toFixed(2)} s (${result.operationsPerSecond.toLocaleString('en-US')} operations/s): ` +
+        (result.ok ? 'no anomaly' : `${counts.join(', ')}`),
+    );
+  }
+  return result.ok ? 0 : 1;
 }

@@ -2,9 +2,11 @@
  * `workbench load`: synthetic peers over fresh meshes against a cluster (its load balancer or chosen
  * nodes), with a delivery checker: every accepted message reached every intended recipient, exactly once
  * after SDK dedup, in each sender's order. Prints one summary line (or `--json`); exits 1 when anything was
- * lost, duplicated or reordered, 2 when called wrongly (before anything is created).
+ * lost, duplicated or reordered, 2 when called wrongly (before anything is created). `--history FILE`
+ * records every operation (docs/chaos.md § History) for `workbench chaos check FILE`.
  */
 import { defineCommand, durationOption, type OptionSpec, type Parsed, UsageError } from '../args.js';
+import { HistoryWriter } from '../history/writer.js';
 import { DeliveryChecker, type Kind } from '../load/checker.js';
 import { generateLoad } from '../load/generator.js';
 import { buildReport, summaryLine } from '../load/report.js';
@@ -50,13 +52,15 @@ const OPTIONS = {
   duration: { type: 'string', value: 'D', help: 'how long to send (default 10s)' },
   'max-messages': { type: 'string', value: 'N', help: 'stop after this many messages (default 100000)' },
   drain: { type: 'string', value: 'D', help: 'how long to wait for what is still owed (default 5s)' },
+  history: { type: 'string', value: 'FILE', help: 'record every operation to FILE (JSON lines)' },
   json: { type: 'boolean', help: 'the report as one JSON document' },
 } as const satisfies OptionSpec;
 
 export const loadCommand = defineCommand({
   synopsis: [
     'load [--url URL | --nodes URL,URL] [--peers N] [--meshes M] [--dm-rate R] [--broadcast-rate R]',
-    '     [--stream-rate R] [--duration 30s] [--max-messages N] [--drain 5s] [--admin-token T] [--json]',
+    '     [--stream-rate R] [--duration 30s] [--max-messages N] [--drain 5s] [--admin-token T]',
+    '     [--history FILE] [--json]',
   ],
   about: `Synthetic peers over fresh meshes with a delivery checker; exit 1 if a message was lost, duplicated or
 reordered, 2 when called wrongly (before anything is created).`,
@@ -87,6 +91,15 @@ async function runLoadCommand({ values, positionals }: Parsed<typeof OPTIONS>): 
     adminToken: values['admin-token'],
   });
 
+  // Opened before anything is created: a path that cannot be written is a wrong call.
+  let history: HistoryWriter | undefined;
+  if (values.history !== undefined) {
+    try {
+      history = new HistoryWriter(values.history);
+    } catch (error) {
+      throw new UsageError((error as Error).message);
+    }
+  }
   const plans = await createLoadMeshes({ url: target.adminUrl, token: target.adminToken }, { peers, meshes });
   const checker = new DeliveryChecker();
   const stop = new AbortController();
@@ -95,9 +108,11 @@ async function runLoadCommand({ values, positionals }: Parsed<typeof OPTIONS>): 
   process.once('SIGTERM', onSignal);
   try {
     const facts = await generateLoad(
-      { wsUrls: target.wsUrls, plans, rates, durationMs, maxMessages, drainMs, signal: stop.signal },
+      { wsUrls: target.wsUrls, plans, rates, durationMs, maxMessages, drainMs, signal: stop.signal, history },
       checker,
     );
+    // A history that could not be written whole fails the run (exit 1), whatever the checker says.
+    const historyError = closeHistory(history);
     const report = buildReport(checker.result(), { ...facts, peers, meshes, nodes: target.wsUrls });
     if (values.json) console.log(JSON.stringify(report, null, 2));
     else {
@@ -107,9 +122,22 @@ async function runLoadCommand({ values, positionals }: Parsed<typeof OPTIONS>): 
           `  ${problem.what} ${problem.kind} seq ${problem.seq} from ${problem.sender.slice(0, 12)}… to ${problem.recipient.slice(0, 12)}…`,
         );
     }
-    return report.ok ? 0 : 1;
+    if (historyError) console.error(`load: ${historyError}`);
+    else if (history && !values.json) console.log(`history: ${history.count} operations in ${history.path}`);
+    return report.ok && !historyError ? 0 : 1;
   } finally {
+    closeHistory(history); // a run that failed before: closed, its error already beside the point
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
+  }
+}
+
+/** Closes the history; its error message if any write failed (idempotent). */
+function closeHistory(history: HistoryWriter | undefined): string | undefined {
+  try {
+    history?.close();
+    return undefined;
+  } catch (error) {
+    return (error as Error).message;
   }
 }

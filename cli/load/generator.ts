@@ -4,10 +4,13 @@
  * (messages per second over all peers). Each peer keeps ONE request in flight, so its seqs are issued in
  * the order the broker sees them, which is what makes the checker's order rule sound. Bounded in time
  * (`durationMs`) and count (`maxMessages`); then a bounded drain waits for what is still owed.
+ * With a `history`, every send, delivery, ack, stream publish and receive is recorded as it happens
+ * (cli/history/format.ts; each peer is the process `load-N`).
  */
 import { performance } from 'node:perf_hooks';
 import { MeshClient, MeshRequestError } from '@mesh-broker/sdk';
-import type { Frame, Message } from '../../protocol/frames.js';
+import type { Frame, Message, Sent } from '../../protocol/frames.js';
+import type { Recorder } from '../history/writer.js';
 import type { Channel, DeliveryChecker, Kind } from './checker.js';
 import type { LoadPeerPlan } from './setup.js';
 
@@ -23,6 +26,13 @@ export interface GeneratorOptions {
   drainMs: number;
   /** Stops issuing early (Ctrl-C); the drain and the report still happen. */
   signal?: AbortSignal;
+  /** Where every operation is recorded (`--history`). */
+  history?: Recorder;
+  /**
+   * Whether stream frames go to the delivery checker (default yes). Chaos says no: streams are at most
+   * once by design, so a frame lost with a fault is no loss; the history's stream checker judges them.
+   */
+  judgeStreams?: boolean;
 }
 
 export interface GeneratorFacts {
@@ -80,10 +90,18 @@ async function connectPeers(
       backoff: { initialMs: 100, maxMs: 2000 },
     });
     const me = plan.keys.pubkey;
+    const process = processOf(plan);
+    const history = options.history;
     client.on('message', (m: Message) => {
       const seq = parseSeq(m.body);
-      if (seq !== undefined)
-        checker.receive({ recipient: me, sender: m.from, channel: 'message', seq, at: performance.now() });
+      if (seq === undefined) return;
+      checker.receive({ recipient: me, sender: m.from, channel: 'message', seq, at: performance.now() });
+      history?.record({
+        type: 'ok',
+        f: 'deliver',
+        process,
+        value: { mesh: plan.meshId, recipient: me, from: m.from, seq, messageId: m.messageId },
+      });
     });
     // Repeats the SDK filters by messageId: redeliveries (resume, sweep), counted for the report only.
     const raw = new Set<string>();
@@ -91,9 +109,16 @@ async function connectPeers(
       if (f.type === 'message') {
         if (raw.has(String(f.messageId))) counters.dropped++;
         else raw.add(String(f.messageId));
+        // The SDK acks every message frame (duplicates too) right after its listeners: recorded after them.
+        const messageId = String(f.messageId);
+        if (history)
+          queueMicrotask(() =>
+            history.record({ type: 'info', f: 'ack', process, value: { recipient: me, messageId } }),
+          );
       } else if (f.type === 'stream.data' && f.stream === LOAD_STREAM) {
         const seq = (f.data as { q?: unknown } | null)?.q;
-        if (typeof seq === 'number')
+        if (typeof seq !== 'number') return;
+        if (options.judgeStreams !== false)
           checker.receive({
             recipient: me,
             sender: String(f.from),
@@ -101,6 +126,12 @@ async function connectPeers(
             seq,
             at: performance.now(),
           });
+        history?.record({
+          type: 'ok',
+          f: 'stream-receive',
+          process,
+          value: { mesh: plan.meshId, stream: LOAD_STREAM, publisher: String(f.from), seq, subscriber: me },
+        });
       }
     });
     return {
@@ -127,6 +158,18 @@ async function connectPeers(
     throw error;
   }
   return peers;
+}
+
+const processOf = (plan: LoadPeerPlan) => `load-${plan.index + 1}`;
+
+/**
+ * A refusal is a `fail` (it did not happen); a timeout, a connection closed before the reply or an
+ * `internal` error (the node failed mid-way, maybe after its commit) an `info` (it may have).
+ */
+export const INDETERMINATE = new Set(['timeout', 'disconnected', 'internal', 'error']);
+function outcome(error: unknown): { type: 'fail' | 'info'; reason: string } {
+  const reason = error instanceof MeshRequestError ? error.code : 'error';
+  return { type: INDETERMINATE.has(reason) ? 'info' : 'fail', reason };
 }
 
 function parseSeq(body: string): number | undefined {
@@ -170,17 +213,29 @@ export async function generateLoad(
       const sender = peer.plan.keys.pubkey;
       const target = peer.others[Math.floor(Math.random() * peer.others.length)]!;
       const sentAt = performance.now();
+      const recipients = kind === 'dm' ? [target] : peer.others;
+      const id = `load-${sender.slice(0, 16)}-${seq}`;
+      const f = kind === 'stream' ? 'stream-publish' : 'send';
+      const value =
+        kind === 'stream'
+          ? { mesh: peer.plan.meshId, stream: LOAD_STREAM, publisher: sender, seq }
+          : { mesh: peer.plan.meshId, kind, from: sender, to: recipients, id, seq };
+      const process = processOf(peer.plan);
+      options.history?.record({ type: 'invoke', f, process, value });
       const request =
         kind === 'stream'
           ? peer.client.request({ type: 'stream.publish', stream: LOAD_STREAM, data: { q: seq } })
-          : peer.client.send(kind === 'dm' ? target : '*', JSON.stringify({ q: seq, k: kind }), {
-              id: `load-${sender.slice(0, 16)}-${seq}`,
-            });
-      const recipients = kind === 'dm' ? [target] : peer.others;
+          : peer.client.send(kind === 'dm' ? target : '*', JSON.stringify({ q: seq, k: kind }), { id });
       const done: Promise<void> = request.then(
-        () => checker.accept({ sender, kind, seq, sentAt, recipients }),
+        (reply) => {
+          const messageId = (reply as Partial<Sent>).messageId;
+          options.history?.record({ type: 'ok', f, process, value: { ...value, messageId } });
+          if (kind !== 'stream' || options.judgeStreams !== false)
+            checker.accept({ sender, kind, seq, sentAt, recipients });
+        },
         (error) => {
-          const reason = error instanceof MeshRequestError ? error.code : 'error';
+          const { type, reason } = outcome(error);
+          options.history?.record({ type, f, process, value: { ...value, error: reason } });
           refused[reason] = (refused[reason] ?? 0) + 1;
         },
       );

@@ -26,6 +26,7 @@ describe('workbench chaos', () => {
       'schedules-once',
       'clock-increasing',
       'faults-recovered',
+      'history',
     ]);
   }, 180_000);
 
