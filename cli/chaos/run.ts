@@ -19,8 +19,16 @@ import { type ClusterFile, down, startNode, stopNode, up } from '../cluster/loca
 import { DeliveryChecker } from '../load/checker.js';
 import { buildReport, type LoadReport } from '../load/report.js';
 import { normalizeUrl } from '../load/target.js';
-import { LossyRedisProxy } from '../proxies/lossy-redis-proxy.js';
-import { describeFault, type Fault, type FaultTargets, inflict, planFaults } from './faults.js';
+import {
+  describeFault,
+  type Fault,
+  type FaultKind,
+  type FaultTargets,
+  inflict,
+  planFaults,
+} from './faults.js';
+import { pauseLeader, restartSkewed, waitNodeHealthy } from './node-faults.js';
+import { type BusStats, NodeLinks } from './partitions.js';
 import { ThrowawayPostgres, ThrowawayRedis } from './services.js';
 import { sleep } from './sleep.js';
 import {
@@ -45,6 +53,8 @@ export interface ChaosOptions {
   seed: number;
   durationMs: number;
   faults: number;
+  /** Only these fault kinds (default: every kind). */
+  kinds?: readonly FaultKind[];
   keep: boolean;
   log: (line: string) => void;
   signal: AbortSignal;
@@ -56,8 +66,10 @@ export interface FaultRecord extends Fault {
   startedAtMs?: number;
   endedAtMs?: number;
   error?: string;
-  /** bus-loss: the publishes the proxy saw while it lasted, and how many of them it dropped. */
-  busLoss?: { publishes: number; dropped: number };
+  /** bus-loss: the publishes the proxies saw while it lasted, and how many of them they dropped. */
+  busLoss?: BusStats;
+  /** What the fault found to act on (leader-pause: the node it stopped). */
+  note?: string;
 }
 
 export interface ChaosReport {
@@ -65,6 +77,8 @@ export interface ChaosReport {
   interrupted: boolean;
   seed: number;
   durationMs: number;
+  /** `--kinds`, when the run was limited to some kinds. */
+  kinds?: readonly FaultKind[];
   faults: FaultRecord[];
   properties: Property[];
   load?: LoadReport;
@@ -75,7 +89,9 @@ export interface ChaosReport {
 
 const sleepUntil = (at: number, signal: AbortSignal) => sleep(at - Date.now(), signal);
 
-export function planFor(options: Pick<ChaosOptions, 'seed' | 'durationMs' | 'faults'>): FaultRecord[] {
+export function planFor(
+  options: Pick<ChaosOptions, 'seed' | 'durationMs' | 'faults' | 'kinds'>,
+): FaultRecord[] {
   return planFaults(options.seed, { ...options, nodes: CHAOS_NODES }).map((f) => ({
     ...f,
     description: describeFault(f),
@@ -90,32 +106,40 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     interrupted: false,
     seed: options.seed,
     durationMs: options.durationMs,
+    ...(options.kinds ? { kinds: options.kinds } : {}),
     faults,
     properties: [],
   };
   let postgres: ThrowawayPostgres | undefined;
   let redis: ThrowawayRedis | undefined;
-  let proxy: LossyRedisProxy | undefined;
+  let proxy: NodeLinks | undefined;
   let pool: Pool | undefined;
   let cluster: ClusterFile | undefined;
   let schedules: ScheduleWorkload | undefined;
   let clock: ClockWorkload | undefined;
   const cwd = mkdtempSync(join(tmpdir(), 'wb-chaos-'));
   try {
-    postgres = await ThrowawayPostgres.create();
+    // Durable (fsync, synchronous_commit): a postgres-crash must lose nothing that was committed.
+    postgres = await ThrowawayPostgres.create({ durable: true });
     redis = await ThrowawayRedis.start();
-    // Every broker connection to Redis goes through the proxy; only bus channels can lose publishes, and
-    // only while a bus-loss fault holds. The run's own flag pushes go to Redis directly.
-    proxy = await LossyRedisProxy.start({ upstream: redis.url, seed: options.seed, channels: ':bus:' });
+    // Every broker reaches Postgres and Redis through proxies of its own (./partitions.ts): cut for the
+    // partitions, lossy on bus channels while a bus-loss holds. The run's own flag pushes go to Redis directly.
+    proxy = await NodeLinks.start(CHAOS_NODES, {
+      postgresPort: postgres.port,
+      redisPort: redis.port,
+      seed: options.seed,
+    });
+    const links = proxy;
     log(
-      `throw-away postgres on :${postgres.port}, redis-server on :${redis.port} (brokers through the lossy proxy on :${proxy.port}); cluster in ${cwd}`,
+      `throw-away postgres on :${postgres.port} (fsync on), redis-server on :${redis.port} (each broker through proxies of its own); cluster in ${cwd}`,
     );
     const databaseUrl = postgres.urlOf('chaos');
     cluster = await up({
       phase: 3,
       port: 0,
       databaseUrl,
-      redisUrl: proxy.url,
+      redisUrl: redis.url,
+      nodeEnv: (id, shared) => links.env(id, shared),
       cwd,
       env: CHAOS_ENV,
       log,
@@ -147,16 +171,20 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       if (signal.aborted) break;
       fault.startedAtMs = Date.now() - t0;
       log(`+${(fault.startedAtMs / 1000).toFixed(1)} s  ${fault.description}`);
-      const before = proxy.stats();
+      const before = proxy.busStats();
       try {
-        await inflict(fault, targets);
+        const note = await inflict(fault, targets);
+        if (note) {
+          fault.note = note;
+          log(`  ${note}`);
+        }
       } catch (error) {
         fault.error = (error as Error).message;
         log(`  fault did not recover: ${fault.error}`);
       }
       fault.endedAtMs = Date.now() - t0;
       if (fault.kind === 'bus-loss') {
-        const after = proxy.stats();
+        const after = proxy.busStats();
         fault.busLoss = {
           publishes: after.publishes - before.publishes,
           dropped: after.dropped - before.dropped,
@@ -245,7 +273,7 @@ function faultTargets(
   cluster: ClusterFile,
   postgres: ThrowawayPostgres,
   redis: ThrowawayRedis,
-  proxy: LossyRedisProxy,
+  proxy: NodeLinks,
   pool: Pool,
   signal: AbortSignal,
 ): FaultTargets {
@@ -257,9 +285,17 @@ function faultTargets(
     startRedis: () => redis.restart(),
     stallRedis: (ms) => redis.stall(ms, signal),
     restartPostgres: () => postgres.restart(),
-    setBusLoss: (rate) => {
-      proxy.lossRate = rate;
+    setBusLoss: (rate) => proxy.setBusLoss(rate),
+    cutNode: (id, path, way) => {
+      if (path === 'postgres') proxy.cutPostgres(id, way);
+      else if (path === 'redis') proxy.cutRedis(id, way);
+      else proxy.cutPeers(id, way);
     },
+    healNode: (id) => proxy.heal(id),
+    waitNode: (id) => waitNodeHealthy(cwd, id),
+    pauseLeader: (leader, ms) => pauseLeader(cwd, pool, leader, ms),
+    skewNode: (id, skewMs) => restartSkewed(cwd, id, skewMs),
+    crashPostgres: () => postgres.crash(),
     // As `workbench flags set` does it: the provider written under the flag's lock with its audit event,
     // then "refresh now" pushed to the nodes (their poll is the backstop).
     setFlag: async (flag, on) => {
