@@ -5,7 +5,7 @@
  * Postgres accepting connections, a flag back on, the bus no longer losing publishes).
  */
 import { Random } from '../fuzz/random.js';
-import { PARTITION_WAYS, type PartitionWay } from './partitions.js';
+import { type CutEffect, PARTITION_WAYS, type PartitionWay } from './partitions.js';
 import { sleep } from './sleep.js';
 
 export const FAULT_KINDS = [
@@ -151,6 +151,21 @@ function detail(random: Random, kind: FaultKind, nodes: string[]): Detail {
   }
 }
 
+/** A cut for the hold, the heal, the node healthy again; a cut that held nothing is a failed fault. */
+async function partition(fault: Fault, targets: FaultTargets): Promise<string> {
+  targets.cutNode(fault.target!, PATH_OF[fault.kind as keyof typeof PATH_OF], fault.way!);
+  let effect: CutEffect;
+  try {
+    await sleep(fault.holdMs);
+  } finally {
+    effect = targets.healNode(fault.target!);
+  }
+  await targets.waitNode(fault.target!);
+  if (effect.heldBytes === 0 && effect.droppedPublishes === 0)
+    throw new Error('the cut held no byte and dropped no publish: it cut nothing');
+  return `held ${effect.heldBytes} bytes, dropped ${effect.droppedPublishes} bus publishes`;
+}
+
 const PATH_OF = {
   'partition-postgres': 'postgres',
   'partition-redis': 'redis',
@@ -216,7 +231,7 @@ export interface FaultTargets {
   setBusLoss(rate: number): void;
   /** Cuts one node's path to Postgres, to Redis, or its bus (./partitions.ts); `healNode` undoes it. */
   cutNode(id: string, path: 'postgres' | 'redis' | 'peers', way: PartitionWay): void;
-  healNode(id: string): void;
+  healNode(id: string): CutEffect;
   /** Resolves once the node answers `/health` again. */
   waitNode(id: string): Promise<void>;
   /** SIGSTOPs the current leader for `ms`, then SIGCONT; resolves with its node id once it is healthy. */
@@ -236,14 +251,7 @@ export async function inflict(fault: Fault, targets: FaultTargets): Promise<stri
     case 'partition-postgres':
     case 'partition-redis':
     case 'partition-peers':
-      targets.cutNode(fault.target!, PATH_OF[fault.kind], fault.way!);
-      try {
-        await sleep(fault.holdMs);
-      } finally {
-        targets.healNode(fault.target!);
-      }
-      await targets.waitNode(fault.target!);
-      return;
+      return await partition(fault, targets);
     case 'leader-pause':
       return `paused ${await targets.pauseLeader(fault.target as PausedLeader, fault.holdMs)}`;
     case 'clock-skew':

@@ -45,10 +45,18 @@ export interface BusStats {
   dropped: number;
 }
 
+/** What a cut did while it held: bytes its proxies held at the heal, bus publishes of the node dropped. */
+export interface CutEffect {
+  heldBytes: number;
+  droppedPublishes: number;
+}
+
 export class NodeLinks {
   private busLossRate = 0;
   /** Nodes whose outgoing bus is cut now (their loss rate stays 1 whatever `setBusLoss` says). */
   private readonly mutedBus = new Set<string>();
+  /** Per node under a cut: its bus drops when the cut began. */
+  private readonly droppedAtCut = new Map<string, number>();
 
   private constructor(private readonly paths: Map<string, NodePaths>) {}
 
@@ -92,14 +100,17 @@ export class NodeLinks {
   }
 
   cutPostgres(id: string, way: PartitionWay): void {
+    this.noteCut(id);
     this.of(id).postgres.cut(CUT_OF[way]);
   }
 
   cutRedis(id: string, way: PartitionWay): void {
+    this.noteCut(id);
     this.of(id).redis.cut(CUT_OF[way]);
   }
 
   cutPeers(id: string, way: PartitionWay): void {
+    this.noteCut(id);
     const paths = this.of(id);
     if (way !== 'to-node') {
       this.mutedBus.add(id);
@@ -108,13 +119,23 @@ export class NodeLinks {
     if (way !== 'from-node') paths.redis.cut('to-client', { marked: true });
   }
 
-  /** Undoes every cut of the node. */
-  heal(id: string): void {
+  /** Undoes every cut of the node; says what the cut held (nothing held: it tested nothing). */
+  heal(id: string): CutEffect {
     const paths = this.of(id);
+    const effect = {
+      heldBytes: this.heldBytes(id),
+      droppedPublishes: this.busStats(id).dropped - (this.droppedAtCut.get(id) ?? 0),
+    };
+    this.droppedAtCut.delete(id);
     paths.postgres.restore();
     paths.redis.restore();
     this.mutedBus.delete(id);
     paths.bus.lossRate = this.busLossRate;
+    return effect;
+  }
+
+  private noteCut(id: string): void {
+    if (!this.droppedAtCut.has(id)) this.droppedAtCut.set(id, this.busStats(id).dropped);
   }
 
   /** The share of every node's bus publishes dropped (`bus-loss`); a node cut from its peers keeps 1. */

@@ -25,6 +25,7 @@ function otherTargets(calls: string[], t0 = Date.now()) {
     },
     healNode: (id: string) => {
       calls.push(`heal ${id} at ${at()}`);
+      return { heldBytes: id === 'broker-1' ? 0 : 12, droppedPublishes: 0 };
     },
     waitNode: async (id: string) => {
       calls.push(`wait ${id}`);
@@ -147,16 +148,24 @@ describe('chaos fault schedule', () => {
 
   it('inflicts a partition as a cut for its hold, then a heal, then waits for the node', async () => {
     const calls: string[] = [];
-    await inflict(
+    const note = await inflict(
       { atMs: 0, kind: 'partition-postgres', target: 'broker-3', way: 'from-node', holdMs: 120 },
       targetsRecording(calls),
     );
+    expect(note).toBe('held 12 bytes, dropped 0 bus publishes');
     expect(calls.map((c) => c.replace(/ at \d+$/, ''))).toEqual([
       'cut broker-3 postgres from-node',
       'heal broker-3',
       'wait broker-3',
     ]);
     expect(Number(calls[1]!.split(' at ')[1])).toBeGreaterThanOrEqual(110);
+    // A cut through which nothing went (held nothing, dropped nothing) is a fault that did not happen.
+    await expect(
+      inflict(
+        { atMs: 0, kind: 'partition-redis', target: 'broker-1', way: 'both', holdMs: 10 },
+        targetsRecording([]),
+      ),
+    ).rejects.toThrow(/cut nothing/);
   });
 
   it('inflicts leader-pause, clock-skew and postgres-crash through their targets only', async () => {
