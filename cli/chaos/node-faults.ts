@@ -30,8 +30,22 @@ export async function waitNodeHealthy(cwd: string, id: string, timeoutMs = 30_00
   await waitHealthy(found.url, timeoutMs, () => !alive(found.pid));
 }
 
-/** The node that leads now: the clock leader of the mesh last ticked, or the active-lease holder. */
+/**
+ * The node that leads now: the clock leader of the mesh last ticked, or the active-lease holder. Waited
+ * for (up to 10 s): right after another fault (a Postgres crash) the lease may be expired and not yet
+ * claimed again.
+ */
 async function currentLeader(pool: Pool, leader: PausedLeader): Promise<string> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const id = await leaderNow(pool, leader).catch(() => undefined);
+    if (id) return id;
+    if (Date.now() > deadline) throw new Error(`no ${leader} to pause (none for 10 s)`);
+    await sleep(200);
+  }
+}
+
+async function leaderNow(pool: Pool, leader: PausedLeader): Promise<string | undefined> {
   const { rows } =
     leader === 'clock-leader'
       ? await pool.query<{ id: string }>(
@@ -40,8 +54,7 @@ async function currentLeader(pool: Pool, leader: PausedLeader): Promise<string> 
       : await pool.query<{ id: string }>(
           "SELECT holder AS id FROM cluster_leases WHERE name = 'active' AND expires_at > now()",
         );
-  if (!rows[0]) throw new Error(`no ${leader} to pause`);
-  return rows[0].id;
+  return rows[0]?.id;
 }
 
 /**
