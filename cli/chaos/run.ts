@@ -1,7 +1,7 @@
 /**
  * One chaos run: throw-away Postgres and Redis, a phase 3 cluster (every HA flag on) in a temp folder
- * with the fast timings, its brokers reaching Redis through the lossy proxy (lossless until a `bus-loss`
- * fault), the workloads, the seeded faults at their times, a bounded drain, the verdict.
+ * with the fast timings, each broker reaching Postgres and Redis through proxies of its own (./partitions.ts:
+ * cut by the partitions, lossy on the bus during a `bus-loss`), the workloads, the seeded faults at their times, a bounded drain, the verdict.
  * Everything it started is stopped and deleted at the end, whatever happened (Ctrl-C included), unless
  * `keep`, which leaves it all running for a look at `.workbench/logs`.
  */
@@ -235,7 +235,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await clock?.close();
     await pool?.end().catch(() => {});
     if (options.keep) {
-      // The proxy lives in this process and ends with it: the kept brokers then have no Redis (it is
+      // The proxies live in this process and end with it: the kept brokers then have no Redis (it is
       // reported, not required); their logs are what --keep keeps.
       await proxy?.close();
       redis?.detach();
