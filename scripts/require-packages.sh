@@ -11,6 +11,7 @@
 #   debootstrap the root filesystems of the locally made base images (scripts/containers/base-image.sh)
 #   patroni     phase 4's Postgres HA engine in the two-region simulation (cli/cluster/patroni.ts), with
 #   etcd-server its leader key store, and python3-etcd, the etcd client Patroni uses
+#   faketime    libfaketime: `workbench chaos`'s clock-skew fault starts a broker under it (docs/chaos.md)
 # The machines of this project run as root; elsewhere it says what to install.
 # Usage: scripts/require-packages.sh PACKAGE...
 set -euo pipefail
@@ -26,6 +27,7 @@ present() {
     patroni) command -v patroni >/dev/null && command -v patronictl >/dev/null ;;
     etcd-server) command -v etcd >/dev/null ;;
     python3-etcd) /usr/bin/python3 -c 'import etcd' 2>/dev/null ;;
+    faketime) command -v faketime >/dev/null ;;
     *) echo "require-packages: unknown package $1" >&2; exit 2 ;;
   esac
 }

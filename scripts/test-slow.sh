@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
 bash scripts/require-services.sh
-bash scripts/require-packages.sh haproxy prometheus chromium patroni etcd-server python3-etcd
+bash scripts/require-packages.sh haproxy prometheus chromium patroni etcd-server python3-etcd faketime
 
 mkdir -p test-results
 rm -f test-results/vitest-slow.json test-results/vitest-node-lts.json # a report is always this run's

@@ -9,12 +9,15 @@ export const SLOW_TEST_FILES: string[] = [
   'tests/cluster/promote.test.ts',
   // The 18 smoke checks against a real cluster of every phase, the node-failure checks killing nodes: 438 s.
   'tests/cluster/smoke.test.ts',
-  // `workbench chaos`: its own Postgres and redis-server, a seeded fault schedule under load (180 s limit).
+  // `workbench chaos`: its own Postgres and redis-server, a seeded fault schedule under load (95 s run,
+  // thirteen faults, 240 s limit); and two 45 s runs of the new kinds only (`--kinds`), about 80 s each.
   'tests/cluster/chaos.test.ts',
   // `workbench chaos --duration 30s --history` (its own Postgres, redis-server and cluster), then
   // `chaos check` on the history and on copies with a line removed or broken: 63 s; a 3 s
   // `workbench load --history` against two broker processes, checked: 10 s.
   'tests/process/chaos-check.test.ts',
+  'tests/cluster/chaos-faults-partitions.test.ts',
+  'tests/cluster/chaos-faults-processes.test.ts',
   // A real unleash-server (its start alone takes most of a minute) and a node's backoff: 119 s and 104 s.
   'tests/process/unleash-auth.test.ts',
   'tests/process/unleash.test.ts',

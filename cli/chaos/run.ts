@@ -1,7 +1,7 @@
 /**
  * One chaos run: throw-away Postgres and Redis, a phase 3 cluster (every HA flag on) in a temp folder
- * with the fast timings, its brokers reaching Redis through the lossy proxy (lossless until a `bus-loss`
- * fault), the workloads, the seeded faults at their times, a bounded drain, the verdict.
+ * with the fast timings, each broker reaching Postgres and Redis through proxies of its own (./partitions.ts:
+ * cut by the partitions, lossy on the bus during a `bus-loss`), the workloads, the seeded faults at their times, a bounded drain, the verdict.
  * Everything it started is stopped and deleted at the end, whatever happened (Ctrl-C included), unless
  * `keep`, which leaves it all running for a look at `.workbench/logs`.
  * Every run records a history (`history` or `history.jsonl` in the temp folder; docs/chaos.md § History):
@@ -24,8 +24,16 @@ import { HistoryWriter } from '../history/writer.js';
 import { DeliveryChecker } from '../load/checker.js';
 import { buildReport, type LoadReport } from '../load/report.js';
 import { normalizeUrl } from '../load/target.js';
-import { LossyRedisProxy } from '../proxies/lossy-redis-proxy.js';
-import { describeFault, type Fault, type FaultTargets, inflict, planFaults } from './faults.js';
+import {
+  describeFault,
+  type Fault,
+  type FaultKind,
+  type FaultTargets,
+  inflict,
+  planFaults,
+} from './faults.js';
+import { pauseLeader, restartSkewed, waitNodeHealthy } from './node-faults.js';
+import { type BusStats, NodeLinks } from './partitions.js';
 import { ThrowawayPostgres, ThrowawayRedis } from './services.js';
 import { sleep } from './sleep.js';
 import {
@@ -52,6 +60,8 @@ export interface ChaosOptions {
   faults: number;
   /** Where the history goes (default: history.jsonl in the run's temp folder, deleted with it). */
   history?: string;
+  /** Only these fault kinds (default: every kind). */
+  kinds?: readonly FaultKind[];
   keep: boolean;
   log: (line: string) => void;
   signal: AbortSignal;
@@ -63,8 +73,10 @@ export interface FaultRecord extends Fault {
   startedAtMs?: number;
   endedAtMs?: number;
   error?: string;
-  /** bus-loss: the publishes the proxy saw while it lasted, and how many of them it dropped. */
-  busLoss?: { publishes: number; dropped: number };
+  /** bus-loss: the publishes the proxies saw while it lasted, and how many of them they dropped. */
+  busLoss?: BusStats;
+  /** What the fault found to act on (leader-pause: the node it stopped). */
+  note?: string;
 }
 
 export interface ChaosReport {
@@ -72,6 +84,8 @@ export interface ChaosReport {
   interrupted: boolean;
   seed: number;
   durationMs: number;
+  /** `--kinds`, when the run was limited to some kinds. */
+  kinds?: readonly FaultKind[];
   faults: FaultRecord[];
   properties: Property[];
   load?: LoadReport;
@@ -84,7 +98,9 @@ export interface ChaosReport {
 
 const sleepUntil = (at: number, signal: AbortSignal) => sleep(at - Date.now(), signal);
 
-export function planFor(options: Pick<ChaosOptions, 'seed' | 'durationMs' | 'faults'>): FaultRecord[] {
+export function planFor(
+  options: Pick<ChaosOptions, 'seed' | 'durationMs' | 'faults' | 'kinds'>,
+): FaultRecord[] {
   return planFaults(options.seed, { ...options, nodes: CHAOS_NODES }).map((f) => ({
     ...f,
     description: describeFault(f),
@@ -99,12 +115,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     interrupted: false,
     seed: options.seed,
     durationMs: options.durationMs,
+    ...(options.kinds ? { kinds: options.kinds } : {}),
     faults,
     properties: [],
   };
   let postgres: ThrowawayPostgres | undefined;
   let redis: ThrowawayRedis | undefined;
-  let proxy: LossyRedisProxy | undefined;
+  let proxy: NodeLinks | undefined;
   let pool: Pool | undefined;
   let cluster: ClusterFile | undefined;
   let schedules: ScheduleWorkload | undefined;
@@ -113,20 +130,27 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const cwd = mkdtempSync(join(tmpdir(), 'wb-chaos-'));
   try {
     history = new HistoryWriter(options.history ?? join(cwd, 'history.jsonl'));
-    postgres = await ThrowawayPostgres.create();
+    // Durable (fsync, synchronous_commit): a postgres-crash must lose nothing that was committed.
+    postgres = await ThrowawayPostgres.create({ durable: true });
     redis = await ThrowawayRedis.start();
-    // Every broker connection to Redis goes through the proxy; only bus channels can lose publishes, and
-    // only while a bus-loss fault holds. The run's own flag pushes go to Redis directly.
-    proxy = await LossyRedisProxy.start({ upstream: redis.url, seed: options.seed, channels: ':bus:' });
+    // Every broker reaches Postgres and Redis through proxies of its own (./partitions.ts): cut for the
+    // partitions, lossy on bus channels while a bus-loss holds. The run's own flag pushes go to Redis directly.
+    proxy = await NodeLinks.start(CHAOS_NODES, {
+      postgresPort: postgres.port,
+      redisPort: redis.port,
+      seed: options.seed,
+    });
+    const links = proxy;
     log(
-      `throw-away postgres on :${postgres.port}, redis-server on :${redis.port} (brokers through the lossy proxy on :${proxy.port}); cluster in ${cwd}`,
+      `throw-away postgres on :${postgres.port} (fsync on), redis-server on :${redis.port} (each broker through proxies of its own); cluster in ${cwd}`,
     );
     const databaseUrl = postgres.urlOf('chaos');
     cluster = await up({
       phase: 3,
       port: 0,
       databaseUrl,
-      redisUrl: proxy.url,
+      redisUrl: redis.url,
+      nodeEnv: (id, shared) => links.env(id, shared),
       cwd,
       env: CHAOS_ENV,
       log,
@@ -163,10 +187,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       if (signal.aborted) break;
       fault.startedAtMs = Date.now() - t0;
       log(`+${(fault.startedAtMs / 1000).toFixed(1)} s  ${fault.description}`);
-      const before = proxy.stats();
+      const before = proxy.busStats();
       recordFault(history, fault, 'start');
       try {
-        await inflict(fault, targets);
+        const note = await inflict(fault, targets);
+        if (note) {
+          fault.note = note;
+          log(`  ${note}`);
+        }
       } catch (error) {
         fault.error = (error as Error).message;
         log(`  fault did not recover: ${fault.error}`);
@@ -174,7 +202,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       fault.endedAtMs = Date.now() - t0;
       recordFault(history, fault, 'end');
       if (fault.kind === 'bus-loss') {
-        const after = proxy.stats();
+        const after = proxy.busStats();
         fault.busLoss = {
           publishes: after.publishes - before.publishes,
           dropped: after.dropped - before.dropped,
@@ -235,7 +263,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await clock?.close();
     await pool?.end().catch(() => {});
     if (options.keep) {
-      // The proxy lives in this process and ends with it: the kept brokers then have no Redis (it is
+      // The proxies live in this process and end with it: the kept brokers then have no Redis (it is
       // reported, not required); their logs are what --keep keeps.
       await proxy?.close();
       redis?.detach();
@@ -273,7 +301,7 @@ function faultTargets(
   cluster: ClusterFile,
   postgres: ThrowawayPostgres,
   redis: ThrowawayRedis,
-  proxy: LossyRedisProxy,
+  proxy: NodeLinks,
   pool: Pool,
   signal: AbortSignal,
   history: HistoryWriter,
@@ -286,9 +314,17 @@ function faultTargets(
     startRedis: () => redis.restart(),
     stallRedis: (ms) => redis.stall(ms, signal),
     restartPostgres: () => postgres.restart(),
-    setBusLoss: (rate) => {
-      proxy.lossRate = rate;
+    setBusLoss: (rate) => proxy.setBusLoss(rate),
+    cutNode: (id, path, way) => {
+      if (path === 'postgres') proxy.cutPostgres(id, way);
+      else if (path === 'redis') proxy.cutRedis(id, way);
+      else proxy.cutPeers(id, way);
     },
+    healNode: (id) => proxy.heal(id),
+    waitNode: (id) => waitNodeHealthy(cwd, id),
+    pauseLeader: (leader, ms) => pauseLeader(cwd, pool, leader, ms),
+    skewNode: (id, skewMs) => restartSkewed(cwd, id, skewMs),
+    crashPostgres: () => postgres.crash(),
     // As `workbench flags set` does it: the provider written under the flag's lock with its audit event,
     // then "refresh now" pushed to the nodes (their poll is the backstop).
     setFlag: async (flag, on) => {

@@ -10,6 +10,7 @@ import {
   existsSync,
   mkdtempSync,
   readdirSync,
+  readFileSync,
   rmSync,
   writeFileSync,
 } from 'node:fs';
@@ -21,6 +22,15 @@ import { freePort } from '../ports.js';
 import { sleep } from './sleep.js';
 
 export { freePort };
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 function postgresBinDir(): string {
   const root = '/usr/lib/postgresql';
@@ -64,6 +74,11 @@ export interface ThrowawayPostgresOptions {
   settings?: Record<string, string | number>;
   /** Lines appended to pg_hba.conf before the first start. */
   hba?: string[];
+  /**
+   * `fsync=on` and `synchronous_commit=on` (a commit is on disk before it is acknowledged), for a crash
+   * that must lose nothing committed (`workbench chaos`'s `postgres-crash`); default off: tests' speed.
+   */
+  durable?: boolean;
 }
 
 /** A setting as postgresql.conf reads it: a single-quoted string (quotes doubled). */
@@ -82,6 +97,7 @@ export class ThrowawayPostgres {
     readonly dir: string,
     readonly port: number,
     private readonly unregister: () => void,
+    readonly durable = false,
   ) {}
 
   static async create(options: ThrowawayPostgresOptions = {}): Promise<ThrowawayPostgres> {
@@ -99,7 +115,7 @@ export class ThrowawayPostgres {
       const settings = Object.entries(options.settings ?? {}).map(([name, value]) => confLine(name, value));
       if (settings.length > 0) appendFileSync(join(data, 'postgresql.conf'), settings.join(''));
       if (options.hba?.length) appendFileSync(join(data, 'pg_hba.conf'), `${options.hba.join('\n')}\n`);
-      const cluster = new ThrowawayPostgres(dir, await freePort(), unregister);
+      const cluster = new ThrowawayPostgres(dir, await freePort(), unregister, options.durable);
       // Not the blocking `start()`: a replica's start may need this process (a proxy it serves) to answer.
       await runAsPostgres('pg_ctl', cluster.pgCtl('-w', 'start'));
       return cluster;
@@ -126,7 +142,8 @@ export class ThrowawayPostgres {
   }
 
   private get options(): string {
-    return `-p ${this.port} -k ${this.dir} -c listen_addresses=127.0.0.1 -c fsync=off`;
+    const durability = this.durable ? '-c fsync=on -c synchronous_commit=on' : '-c fsync=off';
+    return `-p ${this.port} -k ${this.dir} -c listen_addresses=127.0.0.1 ${durability}`;
   }
 
   /** pg_ctl's arguments to start or restart this cluster (its data folder, options, log). */
@@ -149,6 +166,35 @@ export class ThrowawayPostgres {
         error ? reject(error) : resolve(),
       );
     });
+  }
+
+  /**
+   * A crash: SIGKILL of the postmaster (its backends, orphaned, exit on their own), then a start, which
+   * replays the WAL (crash recovery). Resolves once it accepts connections again. What was committed before
+   * the kill must be there after it (with `durable`, even had the machine crashed too).
+   */
+  async crash(): Promise<void> {
+    const pid = this.postmasterPid();
+    process.kill(pid, 'SIGKILL');
+    const deadline = Date.now() + 10_000;
+    while (alive(pid) && Date.now() < deadline) await sleep(20);
+    // The old backends hold the shared memory until they notice: the start is retried until they are gone.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await runAsPostgres('pg_ctl', this.pgCtl('-w', 'start'));
+        return;
+      } catch (error) {
+        if (attempt === 20) throw error;
+        await sleep(250);
+      }
+    }
+  }
+
+  /** The postmaster's pid, from the first line of its postmaster.pid. */
+  postmasterPid(): number {
+    const pid = Number(readFileSync(join(this.dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    if (!Number.isInteger(pid) || pid <= 0) throw new Error(`no postmaster pid in ${this.dataDir}`);
+    return pid;
   }
 
   stop(): void {

@@ -228,6 +228,12 @@ export interface UpOptions {
    * mesh_broker, without a password); the migrations run once before, as `databaseUrl`'s role.
    */
   brokerDatabaseUrl?: string;
+  /**
+   * Settings of one node over the cluster's, given the URLs it would use (`workbench chaos` routes each
+   * node's Postgres and Redis through proxies of its own): recorded as the node's `env`, so a restarted
+   * node gets them again.
+   */
+  nodeEnv?: (id: string, shared: { databaseUrl: string; redisUrl: string }) => Record<string, string>;
 }
 
 /**
@@ -337,10 +343,14 @@ export async function up(options: UpOptions): Promise<ClusterFile> {
       for (let i = from; i <= to; i++) {
         const id = `broker-${i}`;
         const port = await freePort();
-        const broker = spawnBroker(base, id, port);
+        const env = options.nodeEnv?.(id, {
+          databaseUrl: base.brokerDatabaseUrl ?? base.databaseUrl,
+          redisUrl: base.redisUrl,
+        });
+        const broker = spawnBroker(base, id, port, env);
         brokers.push(broker);
         children.push(broker.child);
-        nodes.push({ id, url: broker.url, pid: broker.pid });
+        nodes.push({ id, url: broker.url, pid: broker.pid, ...(env ? { env } : {}) });
       }
       await Promise.all(brokers.slice(from - 1).map((broker) => broker.waitHealthy(30_000)));
     };

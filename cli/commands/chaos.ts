@@ -10,7 +10,7 @@
  * malformed line.
  */
 import { defineCommand, durationOption, type OptionSpec, type Parsed, UsageError } from '../args.js';
-import { defaultFaultCount, maxFaults } from '../chaos/faults.js';
+import { defaultFaultCount, FAULT_KINDS, type FaultKind, isFaultKind, maxFaults } from '../chaos/faults.js';
 import { type ChaosReport, planFor, runChaos } from '../chaos/run.js';
 import { checkHistory } from '../checkers/check.js';
 import { HistoryFormatError } from '../history/format.js';
@@ -29,13 +29,18 @@ const OPTIONS = {
     help: 'how many faults (default: by duration; each needs 6 s to recover)',
   },
   history: { type: 'string', value: 'FILE', help: 'record every operation to FILE (JSON lines)' },
+  kinds: {
+    type: 'string',
+    value: 'K,…',
+    help: `only these fault kinds, comma-separated (default: all of ${FAULT_KINDS.join(', ')})`,
+  },
   json: { type: 'boolean', help: 'the report as one JSON document' },
   keep: { type: 'boolean', help: 'keep the cluster, its database and logs afterwards' },
 } as const satisfies OptionSpec;
 
 export const chaosCommand = defineCommand({
   synopsis: [
-    'chaos --seed S [--duration 120s] [--faults N] [--history FILE] [--json] [--keep]',
+    'chaos --seed S [--duration 120s] [--faults N] [--kinds K,…] [--history FILE] [--json] [--keep]',
     'chaos check HISTORY [--json]',
   ],
   about: `A throw-away cluster under load hit by seeded faults; exit 1 if a message was lost or duplicated, a chain
@@ -54,8 +59,9 @@ async function runChaosCommand({ values, positionals }: Parsed<typeof OPTIONS>):
   const durationMs = durationOption('--duration', values.duration, 120_000);
   if (durationMs < 30_000 || durationMs > 24 * 3600_000)
     throw new UsageError('--duration must be from 30s to 24h');
+  const kinds = kindsOption(values.kinds);
   const most = maxFaults(durationMs);
-  let faults = defaultFaultCount(durationMs);
+  let faults = defaultFaultCount(durationMs, kinds?.length);
   if (values.faults !== undefined) {
     if (!/^\d+$/.test(values.faults) || Number(values.faults) < 1 || Number(values.faults) > most)
       throw new UsageError(
@@ -75,7 +81,7 @@ async function runChaosCommand({ values, positionals }: Parsed<typeof OPTIONS>):
   const log = json ? () => {} : (line: string) => console.log(line);
 
   log(`chaos seed ${seed}: ${durationMs / 1000} s, ${faults} faults`);
-  for (const fault of planFor({ seed, durationMs, faults }))
+  for (const fault of planFor({ seed, durationMs, faults, kinds }))
     log(`  planned +${(fault.atMs / 1000).toFixed(1)} s  ${fault.description}`);
 
   const stop = new AbortController();
@@ -93,6 +99,7 @@ async function runChaosCommand({ values, positionals }: Parsed<typeof OPTIONS>):
       durationMs,
       faults,
       history: values.history,
+      kinds,
       keep: Boolean(values.keep),
       log,
       signal: stop.signal,
@@ -110,6 +117,19 @@ async function runChaosCommand({ values, positionals }: Parsed<typeof OPTIONS>):
   return report.ok ? 0 : 1;
 }
 
+/** `--kinds a,b`: known kinds, each once; absent, every kind. */
+function kindsOption(value: string | undefined): FaultKind[] | undefined {
+  if (value === undefined) return undefined;
+  const names = value.split(',').map((name) => name.trim());
+  const unknown = names.filter((name) => !isFaultKind(name));
+  if (names.length === 0 || unknown.length > 0 || new Set(names).size !== names.length)
+    throw new UsageError(
+      `--kinds must name fault kinds once each, comma-separated, from ${FAULT_KINDS.join(', ')}` +
+        (unknown.length > 0 ? ` (unknown: ${unknown.join(', ')})` : ''),
+    );
+  return names as FaultKind[];
+}
+
 function print(report: ChaosReport): void {
   console.log(`\nchaos seed ${report.seed} faults:`);
   for (const f of report.faults) {
@@ -117,7 +137,8 @@ function print(report: ChaosReport): void {
       f.startedAtMs === undefined
         ? 'never ran'
         : `+${(f.startedAtMs / 1000).toFixed(1)} s → +${((f.endedAtMs ?? f.startedAtMs) / 1000).toFixed(1)} s`;
-    console.log(`  ${when.padEnd(20)} ${f.description}${f.error ? `  FAILED: ${f.error}` : ''}`);
+    const note = f.note ? `  (${f.note})` : '';
+    console.log(`  ${when.padEnd(20)} ${f.description}${note}${f.error ? `  FAILED: ${f.error}` : ''}`);
   }
   console.log('');
   for (const p of report.properties) {
@@ -134,7 +155,7 @@ function print(report: ChaosReport): void {
   console.log(
     report.ok
       ? `chaos seed ${report.seed}: every property held`
-      : `chaos seed ${report.seed}: FAILED — replay with: workbench chaos --seed ${report.seed} --duration ${report.durationMs / 1000}s --faults ${report.faults.length}`,
+      : `chaos seed ${report.seed}: FAILED — replay with: workbench chaos --seed ${report.seed} --duration ${report.durationMs / 1000}s --faults ${report.faults.length}${report.kinds ? ` --kinds ${report.kinds.join(',')}` : ''}`,
   );
 }
 

@@ -21,6 +21,11 @@
  *   at once, no retransmission back-off is modelled) and held connections connect upstream. Whoever wants
  *   the "connection died" outcome gets it from its own timeouts (keepalives, statement timeouts), which is
  *   what a real partition tests.
+ * - `cut('to-upstream')` / `cut('to-client')` is a one-way partition: only the bytes of that direction are
+ *   held (the other direction flows), as when one side's packets are dropped by a firewall rule and the
+ *   other's pass. A connection made during any cut gets no upstream connection until `restore()` (a
+ *   handshake needs both directions). `cut(direction, { marked: true })` holds only connections `mark`
+ *   accepted (e.g. a Redis connection that subscribed: one node's pub/sub path, not its other traffic).
  * - Bounded memory: each direction of each connection holds at most `maxBufferedBytes` waiting to be sent
  *   (plus the one chunk already read when the limit is crossed, at most a socket read, 64 KiB); past it
  *   the reading side is paused and resumed once the queue drains, and a receiver that does not read pauses
@@ -52,6 +57,20 @@ export interface LatencyProxyOptions {
   port?: number;
   /** Bytes one direction of one connection may hold waiting to be sent before its reader is paused. */
   maxBufferedBytes?: number;
+  /**
+   * Marks a connection whose client sent a chunk this accepts (checked on each client chunk until one is):
+   * what `cut(direction, { marked: true })` acts on.
+   */
+  mark?: (clientChunk: Buffer) => boolean;
+}
+
+/** Which bytes a cut holds: both ways, or only client → upstream, or only upstream → client. */
+export type CutDirection = 'both' | 'to-upstream' | 'to-client';
+export const CUT_DIRECTIONS: readonly CutDirection[] = ['both', 'to-upstream', 'to-client'];
+
+export interface CutOptions {
+  /** Only connections `mark` accepted (default: every connection). */
+  marked?: boolean;
 }
 
 export interface LatencyProxyStats {
@@ -65,6 +84,10 @@ export interface LatencyProxyStats {
   bufferedBytes: number;
   /** The link is cut (`cut()` without a `restore()` since). */
   cut: boolean;
+  /** Which direction is held, while cut. */
+  cutDirection?: CutDirection;
+  /** Connections `mark` accepted, open now. */
+  marked: number;
 }
 
 /** Longer than any inter-region delay worth simulating; a larger number is a unit mistake (seconds?). */
@@ -133,8 +156,13 @@ class DelayedPipe {
     private readonly source: Socket,
     private readonly target: Socket,
     private readonly delivered: (bytes: number) => void,
+    private readonly holds: () => boolean,
+    onChunk: (chunk: Buffer) => void = () => {},
   ) {
-    source.on('data', (chunk: Buffer) => this.push({ due: this.dueTime(), bytes: chunk }));
+    source.on('data', (chunk: Buffer) => {
+      onChunk(chunk);
+      this.push({ due: this.dueTime(), bytes: chunk });
+    });
     source.on('end', () => this.end());
     target.on('drain', () => {
       this.blocked = false;
@@ -152,7 +180,7 @@ class DelayedPipe {
       clearTimeout(this.timer);
       this.timer = undefined;
     }
-    if (this.link.isCut || this.blocked || this.target.destroyed) return;
+    if (this.holds() || this.blocked || this.target.destroyed) return;
     const now = performance.now();
     let wrote = false;
     while (this.head < this.queue.length) {
@@ -243,22 +271,42 @@ class LinkedConnection {
   private readonly pipes: DelayedPipe[];
   private connected = false;
   private closed = 0;
+  /** `mark` accepted one of the client's chunks. */
+  marked = false;
 
   constructor(
-    link: LatencyProxy,
+    private readonly link: LatencyProxy,
     readonly client: Socket,
     private readonly address: { host: string; port: number },
     counters: { bytesToUpstream: number; bytesToClient: number },
     onClosed: (connection: LinkedConnection) => void,
   ) {
     client.setNoDelay(true);
+    const mark = link.mark;
     this.pipes = [
-      new DelayedPipe(link, client, this.upstream, (n) => {
-        counters.bytesToUpstream += n;
-      }),
-      new DelayedPipe(link, this.upstream, client, (n) => {
-        counters.bytesToClient += n;
-      }),
+      new DelayedPipe(
+        link,
+        client,
+        this.upstream,
+        (n) => {
+          counters.bytesToUpstream += n;
+        },
+        // Nothing goes up before there is an upstream connection (one made during a cut waits for the heal).
+        () => !this.connected || link.holds('to-upstream', this),
+        mark &&
+          ((chunk) => {
+            if (!this.marked && mark(chunk)) this.marked = true;
+          }),
+      ),
+      new DelayedPipe(
+        link,
+        this.upstream,
+        client,
+        (n) => {
+          counters.bytesToClient += n;
+        },
+        () => link.holds('to-client', this),
+      ),
     ];
     for (const [side, pipe] of [
       [client, this.pipes[0]!],
@@ -281,7 +329,7 @@ class LinkedConnection {
       if (!this.connected) this.destroy();
     });
     // A connection accepted while the link is cut gets its upstream connection on `restore()`.
-    if (!link.isCut) this.connectUpstream();
+    if (!link.holdsConnects) this.connectUpstream();
   }
 
   get bufferedBytes(): number {
@@ -290,7 +338,7 @@ class LinkedConnection {
 
   /** Link is up (again): connect if not yet, and send what is due. */
   resume(): void {
-    if (!this.connected) this.connectUpstream();
+    if (!this.connected && !this.link.holdsConnects) this.connectUpstream();
     for (const pipe of this.pipes) pipe.flush();
   }
 
@@ -310,9 +358,13 @@ class LinkedConnection {
 }
 
 export class LatencyProxy {
+  /** @internal */
+  readonly mark: ((clientChunk: Buffer) => boolean) | undefined;
   private delay: number;
   private jitter: number;
   private partitioned = false;
+  private direction: CutDirection = 'both';
+  private cutMarkedOnly = false;
   private readonly random: Random;
   private readonly connections = new Set<LinkedConnection>();
   private readonly counters = { connections: 0, bytesToUpstream: 0, bytesToClient: 0 };
@@ -325,6 +377,7 @@ export class LatencyProxy {
     options: LatencyProxyOptions,
     readonly maxBufferedBytes: number,
   ) {
+    this.mark = options.mark;
     this.delay = options.delayMs ?? 0;
     this.jitter = options.jitterMs ?? 0;
     this.random = new Random(options.seed ?? 1);
@@ -381,9 +434,36 @@ export class LatencyProxy {
     this.jitter = jitterMs;
   }
 
-  /** Partitions the link: nothing is delivered and no upstream connection is made until `restore()`. */
-  cut(): void {
+  /**
+   * Partitions the link until `restore()`: the bytes of `direction` (default both) are held, and no upstream
+   * connection is made; with `marked`, only connections `mark` accepted are held (new ones connect). A
+   * second cut replaces the first.
+   */
+  cut(direction: CutDirection = 'both', options: CutOptions = {}): void {
+    if (!CUT_DIRECTIONS.includes(direction))
+      throw new LatencyProxyOptionError(
+        `cut direction must be one of ${CUT_DIRECTIONS.join(', ')}, not ${direction}`,
+      );
+    if (options.marked && !this.mark)
+      throw new LatencyProxyOptionError('cut({ marked: true }) needs the mark option at start');
+    const before = this.partitioned;
     this.partitioned = true;
+    this.direction = direction;
+    this.cutMarkedOnly = !!options.marked;
+    // A direction (or a connection) no longer held sends what waited in it.
+    if (before) for (const connection of this.connections) connection.resume();
+  }
+
+  /** @internal Whether bytes going `way` on `connection` are held now. */
+  holds(way: 'to-upstream' | 'to-client', connection: { marked: boolean }): boolean {
+    if (!this.partitioned) return false;
+    if (this.cutMarkedOnly && !connection.marked) return false;
+    return this.direction === 'both' || this.direction === way;
+  }
+
+  /** @internal Whether a new upstream connection must wait (a handshake needs both ways). */
+  get holdsConnects(): boolean {
+    return this.partitioned && !this.cutMarkedOnly;
   }
 
   /** Heals the link: held bytes go out in order, held connections connect upstream. */
@@ -396,7 +476,16 @@ export class LatencyProxy {
   stats(): LatencyProxyStats {
     let bufferedBytes = 0;
     for (const connection of this.connections) bufferedBytes += connection.bufferedBytes;
-    return { ...this.counters, open: this.connections.size, bufferedBytes, cut: this.partitioned };
+    let marked = 0;
+    for (const connection of this.connections) if (connection.marked) marked++;
+    return {
+      ...this.counters,
+      open: this.connections.size,
+      bufferedBytes,
+      cut: this.partitioned,
+      ...(this.partitioned ? { cutDirection: this.direction } : {}),
+      marked,
+    };
   }
 
   /** Ends every connection (both sides) and the server; resolves when it no longer listens. */

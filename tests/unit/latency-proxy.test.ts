@@ -200,6 +200,80 @@ describe('latency proxy: cut and restore', () => {
     expect(await roundTrip(open, 'after;')).toBeGreaterThanOrEqual(20);
   });
 
+  it("cut('to-upstream') holds only what the client sends: upstream hears nothing, its own bytes still arrive", async () => {
+    // An upstream that speaks first on its own (a greeting every 20 ms), to see the other direction flow.
+    const talker = createServer((socket) => {
+      sockets.push(socket);
+      const timer = setInterval(() => socket.write('t'), 20);
+      socket.on('close', () => clearInterval(timer));
+      socket.on('data', (chunk) => socket.write(`[${chunk}]`));
+      socket.on('error', () => {});
+    });
+    servers.push(talker);
+    await new Promise<void>((resolve) => talker.listen(0, '127.0.0.1', resolve));
+    const p = await proxy({ upstream: `127.0.0.1:${(talker.address() as { port: number }).port}` });
+    const socket = await client(p.port);
+    await waitFor(() => text(socket).includes('t'), { what: 'the first greeting' });
+    p.cut('to-upstream');
+    expect(p.stats()).toMatchObject({ cut: true, cutDirection: 'to-upstream' });
+    socket.write('held');
+    const seen = text(socket).length;
+    await waitFor(() => text(socket).length >= seen + 5, { what: 'greetings during the one-way cut' });
+    await pause(100, 'for any answer to the held bytes to show');
+    expect(text(socket)).not.toContain('[held]'); // upstream never got it, so never answered it
+    expect(p.stats().bufferedBytes).toBe(4);
+    p.restore();
+    await waitFor(() => text(socket).includes('[held]'), { what: 'held bytes delivered after restore' });
+  });
+
+  it("cut('to-client') holds only what upstream sends: it gets the client's bytes, the client gets nothing", async () => {
+    const p = await proxy();
+    const socket = await client(p.port);
+    await roundTrip(socket, 'before;');
+    const receivedBefore = echo.received;
+    p.cut('to-client');
+    socket.write('one-way;');
+    await waitFor(() => echo.received === receivedBefore + 8, { what: 'upstream receiving during the cut' });
+    await witnessRoundTrip(0);
+    await pause(50, 'for a leaked echo to arrive');
+    expect(text(socket)).toBe('before;'); // the echo is held in the proxy
+    expect(p.stats().bufferedBytes).toBe(8);
+    // A new connection waits for the heal: a handshake needs both directions.
+    const connectionsBefore = echo.connections;
+    const late = await client(p.port);
+    late.write('late');
+    await pause(100, 'for a connection upstream to show');
+    expect(echo.connections).toBe(connectionsBefore);
+    p.restore();
+    await waitFor(() => text(socket) === 'before;one-way;' && text(late) === 'late', {
+      what: 'held echoes delivered after restore',
+    });
+  });
+
+  it('a marked cut holds only the connections the mark accepted; the others, new ones included, flow', async () => {
+    const p = await proxy({ mark: (chunk) => chunk.includes('SUBSCRIBE') });
+    const subscriber = await client(p.port);
+    const other = await client(p.port);
+    await roundTrip(subscriber, 'SUBSCRIBE bus;');
+    await roundTrip(other, 'GET x;');
+    expect(p.stats().marked).toBe(1);
+    p.cut('to-client', { marked: true });
+    subscriber.write('SUBSCRIBE more;');
+    expect(await roundTrip(other, 'GET y;')).toBeLessThan(5000);
+    expect(await roundTrip(await client(p.port), 'fresh;')).toBeLessThan(5000);
+    await witnessRoundTrip(0);
+    expect(text(subscriber)).toBe('SUBSCRIBE bus;');
+    p.restore();
+    await waitFor(() => text(subscriber) === 'SUBSCRIBE bus;SUBSCRIBE more;', { what: 'held echo' });
+  });
+
+  it('refuses a cut direction it does not know, and a marked cut without a mark', async () => {
+    const p = await proxy();
+    expect(() => p.cut('sideways' as never)).toThrow(LatencyProxyOptionError);
+    expect(() => p.cut('both', { marked: true })).toThrow(/needs the mark option/);
+    expect(p.stats().cut).toBe(false);
+  });
+
   it('a connection closed while the link is cut is released, and never reaches upstream', async () => {
     const p = await proxy();
     p.cut();
