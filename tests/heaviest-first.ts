@@ -13,6 +13,8 @@ export const HEAVIEST_FILES: string[] = [
   'tests/process/sdk-tarball.test.ts', // 50–85 s: packs a clean copy, npm install of the tarball, Chromium
   'tests/contract/presence.test.ts', // 60 s
   'tests/cluster/lb.test.ts', // 40 s
+  'tests/cluster/rolling-restart.test.ts', // 55 s: rolls of a phase-3 cluster under 200 sessions
+  'tests/cluster/streams-node-kill.test.ts', // 41 s (loaded run): 1000 subscriptions across a SIGKILL
   'tests/process/audit-checkpoint.test.ts', // 36 s
   'tests/contract/schedules.test.ts', // 30 s
   'tests/cluster/console.test.ts', // 27 s
