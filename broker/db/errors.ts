@@ -16,6 +16,8 @@ const UNREACHABLE_CODES = new Set([
 const UNREACHABLE_MESSAGES = [
   'Connection terminated',
   'timeout exceeded when trying to connect',
+  // pg.Client's own connectionTimeoutMillis (the start's wait for Postgres): a server that does not answer.
+  'timeout expired',
   'Client has encountered a connection error',
   'Connection terminated unexpectedly',
   'the database system is',

@@ -10,7 +10,7 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { ADMIN_TOKEN, adminOf } from '../helpers/broker.js';
 import { captured, WORKBENCH } from '../helpers/cli.js';
 import { helloFrame, rawSession } from '../helpers/hello.js';
@@ -239,7 +239,12 @@ describe('waiting for Postgres at start', SLOW, () => {
   });
 
   it('exits 1 once STARTUP_DB_WAIT_MS has passed, with a message saying so', async () => {
-    const port = await freePort(); // nothing listens there
+    // A port of the test's own that hangs up on every connection: a free port number could be taken by
+    // another test's listener that accepts and says nothing (on Node 24 in CI: one 3 s attempt, no retry log).
+    const hangUp = createServer((socket) => socket.destroy());
+    await new Promise<void>((resolve) => hangUp.listen(0, '127.0.0.1', resolve));
+    const { port } = hangUp.address() as { port: number };
+    onTestFinished(() => new Promise<void>((resolve) => hangUp.close(() => resolve())));
     const node = await broker({
       DATABASE_URL: `postgres://postgres:not-logged@127.0.0.1:${port}/meshbroker`,
       STARTUP_DB_WAIT_MS: '2000',
