@@ -93,16 +93,22 @@ describe('stream subscribers across a node SIGKILL', () => {
           streams.map((stream) => publisher.request({ type: 'stream.publish', stream, data: published })),
         );
         published++;
+        // The traffic's pace (about 50 rounds a second), not a wait for anything.
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
     })();
+    /** Resolves once `rounds` more rounds of traffic went out. */
+    const moreRounds = (rounds: number) => {
+      const from = published;
+      return waitFor(() => published >= from + rounds, { timeoutMs: 20_000, what: `${rounds} more rounds` });
+    };
     await waitFor(() => [...seen.values()].every((v) => v.last >= 5), {
       timeoutMs: 20_000,
       what: 'traffic at every subscriber',
     });
     await cluster.kill('k1');
     // Published while the sessions are away: theirs to recover.
-    await new Promise((resolve) => setTimeout(resolve, 1000));
+    await moreRounds(50);
     const outcomes: Array<{ recovered?: boolean; reason?: string }> = [];
     for (let s = 0; s < SESSIONS; s++) {
       const back = await connectPeer(cluster.node('k2').wsUrl, mesh, mesh.members[s + 1]!, {
@@ -122,7 +128,7 @@ describe('stream subscribers across a node SIGKILL', () => {
       );
       outcomes.push(...replies);
     }
-    await new Promise((resolve) => setTimeout(resolve, 1000));
+    await moreRounds(50);
     publishing = false;
     await traffic;
     const rounds = published;
