@@ -88,4 +88,8 @@ export const COMMANDS: Record<string, CommandEntry> = {
     summary: 'a throw-away cluster under load hit by seeded faults',
     load: async () => (await import('./commands/chaos.js')).chaosCommand,
   },
+  soak: {
+    summary: 'the nightly matrix: every planted bug × seeds of chaos, then a long soak',
+    load: async () => (await import('./commands/soak.js')).soakCommand,
+  },
 };
