@@ -86,6 +86,13 @@ export function positiveInt(name: string, value: string | undefined, fallback: n
   return Number(value);
 }
 
+/** A whole number from `min` to `max` (a count, a seed): anything else is a UsageError naming the option. */
+export function wholeNumber(name: string, value: string, min: number, max: number): number {
+  if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max)
+    throw new UsageError(`${name} must be a whole number from ${min} to ${max}, not "${value}"`);
+  return Number(value);
+}
+
 /** A TCP port option (0 picks a free one); `fallback` when it is not given. */
 export function portOption(name: string, value: string | undefined, fallback: number): number;
 export function portOption(name: string, value: string | undefined): number | undefined;

@@ -16,6 +16,8 @@ export const SLOW_TEST_FILES: string[] = [
   // `chaos check` on the history and on copies with a line removed or broken: 63 s; a 3 s
   // `workbench load --history` against two broker processes, checked: 10 s.
   'tests/process/chaos-check.test.ts',
+  // `workbench soak --seeds 0 --soak 30s`: one real 30 s chaos run as the matrix's child (about 70 s).
+  'tests/process/soak-matrix.test.ts',
   'tests/cluster/chaos-faults-partitions.test.ts',
   'tests/cluster/chaos-faults-processes.test.ts',
   // A real unleash-server (its start alone takes most of a minute) and a node's backoff: 119 s and 104 s.

@@ -6,7 +6,14 @@
  * ≥ 95 % of its seeds and the soak held, 1 when not (or cut short), 2 when called wrongly.
  */
 import { fileURLToPath } from 'node:url';
-import { defineCommand, durationOption, type OptionSpec, type Parsed, UsageError } from '../args.js';
+import {
+  defineCommand,
+  durationOption,
+  type OptionSpec,
+  type Parsed,
+  UsageError,
+  wholeNumber,
+} from '../args.js';
 import { chaosChild, listPlants, type MatrixPlan, runMatrix } from '../soak/matrix.js';
 
 const OPTIONS = {
@@ -35,24 +42,15 @@ when every plant was caught in at least 95 % of its seeds and the soak held, 1 o
   run: runSoakCommand,
 });
 
-function wholeNumber(
-  name: string,
-  value: string | undefined,
-  fallback: number,
-  min: number,
-  max: number,
-): number {
-  if (value === undefined) return fallback;
-  if (!/^\d{1,9}$/.test(value) || Number(value) < min || Number(value) > max)
-    throw new UsageError(`${name} must be a whole number from ${min} to ${max}`);
-  return Number(value);
-}
+/** A whole-number option with its default when it is not given. */
+const count = (name: string, value: string | undefined, fallback: number, min: number, max: number) =>
+  value === undefined ? fallback : wholeNumber(name, value, min, max);
 
 async function runSoakCommand({ values, positionals }: Parsed<typeof OPTIONS>): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
-  const count = wholeNumber('--seeds', values.seeds, 20, 0, 1000);
-  const first = wholeNumber('--first-seed', values['first-seed'], 1, 0, 999_999_000);
-  const soakSeed = wholeNumber('--soak-seed', values['soak-seed'], 20240611, 0, 999_999_999);
+  const seeds = count('--seeds', values.seeds, 20, 0, 1000);
+  const first = count('--first-seed', values['first-seed'], 1, 0, 999_999_000);
+  const soakSeed = count('--soak-seed', values['soak-seed'], 20240611, 0, 999_999_999);
   const plantDurationMs = durationOption('--plant-duration', values['plant-duration'], 120_000);
   if (plantDurationMs < 30_000 || plantDurationMs > 3600_000)
     throw new UsageError('--plant-duration must be from 30s to 1h');
@@ -70,7 +68,7 @@ async function runSoakCommand({ values, positionals }: Parsed<typeof OPTIONS>): 
   process.on('SIGTERM', onSignal);
   try {
     const run = chaosChild(fileURLToPath(new URL('../main.js', import.meta.url)));
-    const known = count > 0 ? await listPlants(run, stop.signal) : [];
+    const known = seeds > 0 ? await listPlants(run, stop.signal) : [];
     let plants = known;
     if (values.plants !== undefined) {
       plants = values.plants.split(',').map((name) => name.trim());
@@ -82,15 +80,15 @@ async function runSoakCommand({ values, positionals }: Parsed<typeof OPTIONS>): 
         );
     }
     const plan: MatrixPlan = {
-      plants: count > 0 ? plants : [],
-      seeds: Array.from({ length: count }, (_, i) => first + i),
+      plants: seeds > 0 ? plants : [],
+      seeds: Array.from({ length: seeds }, (_, i) => first + i),
       plantDurationMs,
       soakDurationMs,
       soakSeed,
     };
     const out = values.out ?? 'test-results/soak-matrix';
     console.log(
-      `soak matrix: ${plan.plants.length} plants × ${count} seeds of ${plantDurationMs / 1000} s` +
+      `soak matrix: ${plan.plants.length} plants × ${seeds} seeds of ${plantDurationMs / 1000} s` +
         (soakDurationMs ? `, then a ${soakDurationMs / 60_000} min soak (seed ${soakSeed})` : '') +
         `; results in ${out}`,
     );

@@ -3,7 +3,7 @@
  * regions and their load balancers as phases/phase4/traefik.yml draws them, and the settings of a region's
  * brokers (docs/multi-region.md § The simulated topology). Pure: no process, no socket.
  */
-import { UsageError } from '../../args.js';
+import { UsageError, wholeNumber } from '../../args.js';
 import type { Service, TraefikConfig } from '../traefik.js';
 
 export interface RegionOptions {
@@ -27,12 +27,6 @@ export const DEFAULT_REGION_OPTIONS: RegionOptions = {
 export const MAX_RTT_MS = 2000;
 /** Two cores run every broker of both regions: more than this per region measures the machine. */
 export const MAX_NODES_PER_REGION = 6;
-
-function wholeNumber(name: string, value: string, min: number, max: number): number {
-  if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max)
-    throw new UsageError(`${name} must be a whole number from ${min} to ${max}, not "${value}"`);
-  return Number(value);
-}
 
 /**
  * The options of `up --phase 4`, each checked before anything starts (exit 2 naming the bad one). The
