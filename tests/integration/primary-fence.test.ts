@@ -127,6 +127,37 @@ async function untilSent(setup: Setup, body: string): Promise<void> {
 }
 
 /**
+ * Sets default_transaction_read_only server-wide and returns once backends that were already connected run with
+ * it. pg_reload_conf() only signals the postmaster, which re-reads the file and signals its backends later: a DM
+ * sent at once could still run on the old setting (CI saw `sent`). A connection opened before the reload sees the
+ * new value only after the postmaster has signalled every backend, the broker's pooled ones among them.
+ */
+async function setReadOnly(server: PostgresPrimary, value: 'on' | 'off'): Promise<void> {
+  const witness = new pg.Client({ connectionString: server.url });
+  await witness.connect();
+  try {
+    await witness.query(
+      value === 'on'
+        ? 'ALTER SYSTEM SET default_transaction_read_only = on'
+        : 'ALTER SYSTEM RESET default_transaction_read_only',
+    );
+    await witness.query('SELECT pg_reload_conf()');
+    await waitFor(
+      async () =>
+        (await witness.query('SHOW default_transaction_read_only')).rows[0]?.default_transaction_read_only ===
+        value,
+      {
+        timeoutMs: 10_000,
+        intervalMs: 20,
+        what: `default_transaction_read_only = ${value} on an open connection`,
+      },
+    );
+  } finally {
+    await witness.end();
+  }
+}
+
+/**
  * Starts the (stopped) old primary as a hot standby of `conninfo`'s server: standby.signal and
  * primary_conninfo, what a failover tool does to demote it (without pg_rewind it may not replay a
  * diverged history, and stays a read-only standby all the same).
@@ -238,16 +269,14 @@ describe('the primary of record', () => {
     const setup = await setUp();
     const { node, primary } = setup;
     expect(await dm(setup, 'before')).toBe('sent');
-    await primary.query('ALTER SYSTEM SET default_transaction_read_only = on');
-    await primary.query('SELECT pg_reload_conf()');
+    await setReadOnly(primary, 'on');
     const answers: string[] = [];
     for (const body of ['ro-1', 'ro-2']) answers.push(await dm(setup, body));
     expect(answers).toEqual(['unavailable', 'unavailable']);
     expect(await health(node)).toMatchObject({ status: 503, body: { db: 'not_primary' } });
     expect(await primaryGauge(node, 'read_only')).toBe(1);
 
-    await primary.query('ALTER SYSTEM RESET default_transaction_read_only');
-    await primary.query('SELECT pg_reload_conf()');
+    await setReadOnly(primary, 'off');
     await untilSent(setup, 'writable-again');
     expect(await bodiesOn(primary, ['ro-1', 'ro-2', 'writable-again'])).toEqual(['writable-again']);
   }, 60_000);
