@@ -57,6 +57,13 @@ export class BrokerMetrics {
     registers: [this.registry],
   });
 
+  readonly dbRoundTrips = new Counter({
+    name: 'mesh_broker_db_round_trips_total',
+    help: 'Postgres round trips of this node, by operation (hello: admitting a hello and taking its presence over; session: the work of the rows at the start of a session; backlog: the first feed read of a new socket; other: everything else) and kind (statement, begin, commit, rollback)',
+    labelNames: ['operation', 'kind'],
+    registers: [this.registry],
+  });
+
   readonly deliveries = new Counter({
     name: 'mesh_broker_deliveries_total',
     help: 'Durable frames written to sessions by their feeds, by path (local: a hint of this node, remote: a hint over the bus once Postgres showed its row, backlog: a read from Postgres)',

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { isDatabaseUnreachable } from './errors.js';
 import type { PrimaryFence } from './primary-fence.js';
+import { countRoundTrips, type RoundTripCounter } from './round-trips.js';
 
 // Postgres `bigint` (int8) columns hold ids and sequence numbers far below 2^53: read them as numbers,
 // alone and in arrays (array_agg of ids).
@@ -44,6 +45,8 @@ export interface PoolOptions {
    * read pool, which is a replica by design.
    */
   fence?: PrimaryFence;
+  /** Told of every round trip a client of the pool makes (the node's metric: broker/db/round-trips.ts). */
+  onRoundTrip?: RoundTripCounter;
 }
 
 type ConnectCallback = (
@@ -114,6 +117,8 @@ export function createPool(databaseUrl: string, options: PoolOptions = {}): pg.P
   const pool = options.fence ? new FencedPool(config, options.fence) : new pg.Pool(config);
   // An idle client that loses its server emits here; without a listener the process would crash.
   pool.on('error', () => {});
+  const counted = options.onRoundTrip;
+  if (counted) pool.on('connect', (client) => countRoundTrips(client, counted));
   return pool;
 }
 

@@ -55,6 +55,29 @@ async function prepareSchema(config: BrokerConfig): Promise<void> {
   else await checkMigrationsApplied(config.databaseUrl);
 }
 
+/** The primary's pool (fenced) and the read pool (the same one unless DATABASE_READ_URL differs), counted. */
+function openPools(
+  config: BrokerConfig,
+  log: Logger,
+  metrics: BrokerMetrics,
+): { pool: Pool; readPool: Pool } {
+  const fence = primaryFence(log, metrics);
+  const onRoundTrip = (operation: string, kind: string) => metrics.dbRoundTrips.inc({ operation, kind });
+  const pool = createPool(config.databaseUrl, {
+    applicationName: `mesh-broker:${config.nodeId}`,
+    fence,
+    onRoundTrip,
+  });
+  const readPool =
+    config.databaseReadUrl === config.databaseUrl
+      ? pool
+      : createPool(config.databaseReadUrl, {
+          applicationName: `mesh-broker:${config.nodeId}:reads`,
+          onRoundTrip,
+        });
+  return { pool, readPool };
+}
+
 export async function openInfrastructure(
   config: BrokerConfig,
   log: Logger,
@@ -64,12 +87,7 @@ export async function openInfrastructure(
   if (config.flagsProvider === 'unleash') ensureWritableFolder(config.stateDir, 'STATE_DIR');
   await waitForDatabase(config.databaseUrl, { waitMs: config.startupDbWaitMs, log });
   await prepareSchema(config);
-  const fence = primaryFence(log, metrics);
-  const pool = createPool(config.databaseUrl, { applicationName: `mesh-broker:${config.nodeId}`, fence });
-  const readPool =
-    config.databaseReadUrl === config.databaseUrl
-      ? pool
-      : createPool(config.databaseReadUrl, { applicationName: `mesh-broker:${config.nodeId}:reads` });
+  const { pool, readPool } = openPools(config, log, metrics);
   if (readPool !== pool) metrics.replicaLagFrom(() => replicaLag(readPool));
   // A stalled Redis (connected, not answering) must not hold a peer's request: every call gives up after
   // the timeout and its caller falls back (rate limits, nonces and the cap to this node's memory; a wake-up

@@ -14,6 +14,7 @@ import type { SessionIdentity } from '../connections/connection.js';
 import { Connection } from '../connections/connection.js';
 import type { ConnectionRegistry } from '../connections/registry.js';
 import { isDatabaseUnreachable, isNotPrimary } from '../db/errors.js';
+import { asOperation } from '../db/round-trips.js';
 import type { SessionFeed } from '../delivery/feed.js';
 import type { HelloAdmission } from '../hello/admission.js';
 import { HelloRejected } from '../hello/admission.js';
@@ -196,7 +197,8 @@ export class Gateway {
       if (typeof frame.type !== 'string') throw new ProtocolError('bad_request', 'missing field "type"');
       if (!connection.identity) {
         if (frame.type !== 'hello') throw new ProtocolError('no_hello', 'the first frame must be a hello');
-        await this.hello(connection, frame);
+        // Labelled, so the metric says what one hello costs in Postgres round trips (db/round-trips.ts).
+        await asOperation('hello', () => this.hello(connection, frame));
         return;
       }
       if (frame.type === 'hello')
@@ -322,7 +324,9 @@ export class Gateway {
     // subscriptions back before its peer can know it is welcome (a publish in between was lost).
     connection.welcomed = true;
     try {
-      await this.options.onSessionStart(connection);
+      // Labelled apart: what the rows do at every session's start (the mesh clock's election, stream
+      // subscriptions), not the hello's admission.
+      await asOperation('session', () => this.options.onSessionStart(connection));
     } catch (error) {
       connection.log.error({ err: error, connection: connection.id }, 'starting the session failed');
       connection.close(CloseCode.internal, 'internal error, retry');
@@ -338,8 +342,9 @@ export class Gateway {
       heartbeatMs,
       ...(hello.rid === undefined ? {} : { rid: hello.rid }),
     } satisfies Welcome);
-    // The feed's first read (the backlog) comes after the welcome: no durable frame before it.
-    await connection.feed.start();
+    // The feed's first read (the backlog) comes after the welcome: no durable frame before it. Counted
+    // apart from the hello's own round trips: it is a read of the member's messages, paged.
+    await asOperation('backlog', () => connection.feed!.start());
   }
 
   private async onClose(connection: Connection): Promise<void> {
