@@ -8,12 +8,16 @@
  *   a real peer's nonce;
  * - then the session id's binding to its member (written once, refreshed after), which no other member
  *   can take over, however long the session has been gone (issue 17, item 6).
+ * The member lookup and the binding are one statement (one round trip: issue 26 item 5), which writes the
+ * binding only for a member that is not revoked; its outcome is checked after the nonce, so the refusals
+ * keep their order. What that costs: a replayed hello of a real member (refused for its nonce) has
+ * refreshed that member's own binding of its own session id first, the same write its first hello made.
  */
 
 import { CloseCode } from '../../protocol/errors.js';
 import type { HelloFrame } from '../../protocol/requests.js';
 import type { SessionIdentity } from '../connections/connection.js';
-import type { Directory } from '../identity/directory.js';
+import type { Directory, Member } from '../identity/directory.js';
 import { helloSignatureValid } from './signature.js';
 
 export class HelloRejected extends Error {
@@ -37,6 +41,18 @@ export interface HelloGuards {
   claimNonce(nonce: string): Promise<boolean>;
   /** Binds `sessionId` to `memberId` (or confirms it); false when it belongs to another member. */
   bindSession(sessionId: string, memberId: number): Promise<boolean>;
+  /**
+   * The member of `pubkey` in `meshId` and, for one not revoked, `bindSession` in the same round trip;
+   * writes nothing for a non-member or a revoked member.
+   */
+  bindMember(meshId: string, pubkey: string, sessionId: string): Promise<MemberBinding>;
+}
+
+/** A hello's member (undefined: not in the mesh) and whether its session id is now bound to it. */
+export interface MemberBinding {
+  member: Member | undefined;
+  /** False when the id belongs to another member, or when nothing was bound (no member, or revoked). */
+  bound: boolean;
 }
 
 export interface AdmissionOptions {
@@ -53,12 +69,12 @@ export class HelloAdmission {
     const reject = (reason: string) => new HelloRejected(CloseCode.helloRejected, reason);
     if (Math.abs(Date.now() - hello.ts) > skewMs) throw reject('timestamp outside the allowed skew');
     if (!helloSignatureValid(hello)) throw reject('bad signature');
-    const member = await directory.findMember(hello.meshId, hello.pubkey);
+    const sessionId = hello.sessionId.toLowerCase();
+    const { member, bound } = await presence.bindMember(hello.meshId, hello.pubkey, sessionId);
     if (!member) throw reject('unknown member');
     if (member.revokedAt) throw new HelloRejected(CloseCode.memberRevoked, 'member revoked');
     if (!(await presence.claimNonce(hello.nonce))) throw reject('nonce already used');
-    const sessionId = hello.sessionId.toLowerCase();
-    if (!(await presence.bindSession(sessionId, member.id))) {
+    if (!bound) {
       // The squatter's socket is refused; the owner's sessions are not touched.
       throw reject('session belongs to another member');
     }

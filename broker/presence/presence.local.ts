@@ -1,5 +1,6 @@
 import type { SessionIdentity } from '../connections/connection.js';
 import type { Pool } from '../db/pool.js';
+import type { MemberBinding } from '../hello/admission.js';
 import type { Logger } from '../log.js';
 import type { NonceGuard } from './nonces.js';
 import type { Presence, PresenceEntry, PresenceEvents } from './presence.js';
@@ -183,6 +184,10 @@ export class LocalPresence implements Presence {
 
   bindSession(sessionId: string, memberId: number): Promise<boolean> {
     return this.options.bindings.bind(sessionId, memberId);
+  }
+
+  bindMember(meshId: string, pubkey: string, sessionId: string): Promise<MemberBinding> {
+    return this.options.bindings.bindMember(meshId, pubkey, sessionId);
   }
 
   async list(meshId: string): Promise<PresenceEntry[]> {

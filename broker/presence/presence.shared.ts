@@ -1,8 +1,8 @@
 import { CloseCode } from '../../protocol/errors.js';
 import type { Bus, Unsubscribe } from '../bus/bus.js';
 import type { SessionIdentity } from '../connections/connection.js';
-import { inTransaction, type Pool } from '../db/pool.js';
-import { HelloRejected } from '../hello/admission.js';
+import type { Pool } from '../db/pool.js';
+import { HelloRejected, type MemberBinding } from '../hello/admission.js';
 import type { Logger } from '../log.js';
 import { type ListReads, primaryReads } from '../regions/regions.js';
 import { PeriodicTask } from '../timing/periodic.js';
@@ -121,28 +121,33 @@ export class SharedPresence implements Presence {
     const { pool, nodeId } = this.options;
     clearTimeout(this.graceTimers.get(identity.sessionId));
     this.graceTimers.delete(identity.sessionId);
-    // Read the session's row (if any) and take it over in one transaction: the row lock orders two
-    // nodes admitting the same session at once.
-    const { previousNode, previousDisconnected } = await inTransaction(pool, async (client) => {
-      const previous = await client.query<{ nodeId: string; disconnectedAt: Date | null; memberId: number }>(
-        `SELECT node_id AS "nodeId", disconnected_at AS "disconnectedAt", member_id AS "memberId"
-           FROM presence WHERE session_id = $1 FOR UPDATE`,
-        [identity.sessionId],
-      );
-      // Checked again under the row lock: two members racing for one session id cannot both have it.
-      if (previous.rows[0] && previous.rows[0].memberId !== identity.memberId) {
-        throw new HelloRejected(CloseCode.helloRejected, 'session belongs to another member');
-      }
-      await client.query(
-        `INSERT INTO presence (session_id, mesh_id, member_id, node_id, name, groups)
-         VALUES ($1, $2, $3, $4, $5, $6)
+    // One statement (one round trip, issue 26 item 5): lock the session's row (if any) and read it, then
+    // take it over. The insert reads `previous`, so the lock is taken first; it orders two nodes admitting
+    // the same session at once (a takeover that waited reads the winner's row, as a SELECT … FOR UPDATE in
+    // its own transaction did). The upsert's WHERE is the member check again, under the row lock: two members
+    // racing for one session id cannot both have it (no row is returned then).
+    const result = await pool.query<{
+      taken: boolean;
+      previousNode: string | null;
+      previousDisconnected: Date | null;
+    }>(
+      `WITH previous AS (
+         SELECT node_id, disconnected_at FROM presence WHERE session_id = $1 FOR UPDATE),
+       taken AS (
+         INSERT INTO presence (session_id, mesh_id, member_id, node_id, name, groups)
+         SELECT $1::uuid, $2::uuid, $3::bigint, $4::text, $5::text, $6::text[]
+           FROM (SELECT count(*) FROM previous) AS locked_first
          ON CONFLICT (session_id) DO UPDATE
-           SET node_id = excluded.node_id, name = excluded.name, groups = excluded.groups, disconnected_at = NULL`,
-        [identity.sessionId, identity.meshId, identity.memberId, nodeId, identity.name, identity.groups],
-      );
-      const row = previous.rows[0];
-      return { previousNode: row?.nodeId ?? null, previousDisconnected: row?.disconnectedAt ?? null };
-    });
+           SET node_id = excluded.node_id, name = excluded.name, groups = excluded.groups, disconnected_at = NULL
+           WHERE presence.member_id = excluded.member_id
+         RETURNING 1)
+       SELECT EXISTS (SELECT 1 FROM taken) AS taken,
+              (SELECT node_id FROM previous) AS "previousNode",
+              (SELECT disconnected_at FROM previous) AS "previousDisconnected"`,
+      [identity.sessionId, identity.meshId, identity.memberId, nodeId, identity.name, identity.groups],
+    );
+    const { taken, previousNode, previousDisconnected } = result.rows[0]!;
+    if (!taken) throw new HelloRejected(CloseCode.helloRejected, 'session belongs to another member');
     if (previousNode !== null && previousNode !== nodeId && previousDisconnected === null) {
       // Still connected over there: the newer connection wins, on any node.
       await this.options.bus.publishToNode(previousNode, 'presence.kick', { sessionId: identity.sessionId });
@@ -218,6 +223,10 @@ export class SharedPresence implements Presence {
 
   bindSession(sessionId: string, memberId: number): Promise<boolean> {
     return this.options.bindings.bind(sessionId, memberId);
+  }
+
+  bindMember(meshId: string, pubkey: string, sessionId: string): Promise<MemberBinding> {
+    return this.options.bindings.bindMember(meshId, pubkey, sessionId);
   }
 
   async list(meshId: string): Promise<PresenceEntry[]> {

@@ -17,11 +17,14 @@
  * - `bindSession` binds a session id to the member of its first accepted hello, for far longer than the
  *   presence row lives (session-bindings.ts): another member's hello with the id is refused, whether the
  *   session is connected, in its grace period or long gone, on any node and across flips.
+ * - `bindMember` is the hello's member lookup and `bindSession` in one round trip: it binds only for a
+ *   member of the mesh that is not revoked, and writes nothing otherwise.
  * - `close` (node shutdown) clears only this node's sessions.
  */
 
 import type { Peer } from '../../protocol/frames.js';
 import type { SessionIdentity } from '../connections/connection.js';
+import type { MemberBinding } from '../hello/admission.js';
 import type { Lifecycle } from '../rows/lifecycle.js';
 
 /** A session as `peers.list` lists it. */
@@ -39,5 +42,7 @@ export interface Presence extends Lifecycle {
   setStatus(sessionId: string, status: string): Promise<boolean>;
   /** Binds `sessionId` to `memberId` (or confirms it); false when it belongs to another member. */
   bindSession(sessionId: string, memberId: number): Promise<boolean>;
+  /** A hello's member lookup and `bindSession` in one round trip (nothing written for a non-member). */
+  bindMember(meshId: string, pubkey: string, sessionId: string): Promise<MemberBinding>;
   list(meshId: string): Promise<PresenceEntry[]>;
 }

@@ -12,6 +12,8 @@
  * make the node hold is bounded, and the eviction only ever costs that member.
  */
 import type { Pool } from '../db/pool.js';
+import type { MemberBinding } from '../hello/admission.js';
+import type { Member } from '../identity/directory.js';
 
 /**
  * Session ids kept bound per member. The SDK keeps one session id per client object, so this is a
@@ -42,6 +44,36 @@ export class SessionBindings {
     if (!row) return false;
     if (row.inserted) await this.evictBeyondBound(memberId);
     return true;
+  }
+
+  /**
+   * A hello's member lookup and its session binding in one statement (one round trip, issue 26 item 5):
+   * the binding is written only when the mesh has a member with that key and it is not revoked, so a hello
+   * from outside the mesh, or of a revoked member, still writes nothing. Same binding rule as `bind`.
+   */
+  async bindMember(meshId: string, pubkey: string, sessionId: string): Promise<MemberBinding> {
+    const result = await this.pool.query<Member & { bound: boolean; inserted: boolean }>(
+      `WITH m AS (
+         SELECT id, mesh_id, pubkey, name, groups, created_at, revoked_at
+           FROM members WHERE mesh_id = $1 AND pubkey = $2),
+       b AS (
+         INSERT INTO session_bindings (session_id, member_id)
+         SELECT $3::uuid, m.id FROM m WHERE m.revoked_at IS NULL
+         ON CONFLICT (session_id) DO UPDATE SET last_hello_at = now()
+           WHERE session_bindings.member_id = excluded.member_id
+         RETURNING (xmax = 0) AS inserted)
+       SELECT m.id, m.mesh_id AS "meshId", m.pubkey, m.name, m.groups, m.created_at AS "createdAt",
+              m.revoked_at AS "revokedAt", EXISTS (SELECT 1 FROM b) AS bound,
+              coalesce((SELECT inserted FROM b), false) AS inserted
+         FROM m`,
+      [meshId, pubkey, sessionId],
+    );
+    const row = result.rows[0];
+    if (!row) return { member: undefined, bound: false };
+    const { bound, inserted, ...member } = row;
+    // A new id only (never on a resume): the member's ids past the bound go, as after `bind`.
+    if (inserted) await this.evictBeyondBound(member.id);
+    return { member, bound };
   }
 
   /** The member a session id is bound to, if any. */

@@ -1,0 +1,92 @@
+/**
+ * Issue 26 item 5: what one resume costs in Postgres round trips, counted by the node's own metric
+ * (`mesh_broker_db_round_trips_total`, broker/db/round-trips.ts), through a real WebSocket hello against
+ * a real node and Postgres, for both presence implementations. A session connects, goes away, a DM is sent
+ * to it meanwhile, and it says hello again with its session id: the welcome says `resumed`, and the DM
+ * replayed from its backlog marks the end of the hello's work (the backlog read is its last round trip).
+ */
+
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { renderFlagsDocument } from '../../flags/document.js';
+import { defaultFlagValues } from '../../flags/registry.js';
+import { helloFrame, rawSession } from '../helpers/hello.js';
+import { createMesh, type TestMesh } from '../helpers/mesh.js';
+import { type InProcessNode, startNode } from '../helpers/nodes.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { seriesValue } from '../helpers/verifier.js';
+import { waitFor } from '../helpers/wait.js';
+
+const ROUND_TRIPS = 'mesh_broker_db_round_trips_total';
+const KINDS = ['statement', 'begin', 'commit', 'rollback'];
+const OPERATIONS = ['hello', 'session', 'backlog'];
+
+for (const sharedPresence of [true, false]) {
+  describe(`one resume's Postgres round trips (ha.presence ${sharedPresence ? 'on' : 'off'})`, () => {
+    let db: TestDatabase;
+    let dir: string;
+    let node: InProcessNode;
+    let mesh: TestMesh;
+
+    beforeAll(async () => {
+      db = await createTestDatabase(`resume_round_trips_${sharedPresence ? 'shared' : 'local'}`);
+      dir = mkdtempSync(join(tmpdir(), 'wb-resume-trips-'));
+      writeFileSync(
+        join(dir, 'trips.json'),
+        renderFlagsDocument({ ...defaultFlagValues(), 'ha.presence': sharedPresence }),
+      );
+      node = await startNode({
+        kind: 'in-process',
+        databaseUrl: db.url,
+        env: { FLAGS_DIR: dir, FLAGS_ENV: 'trips' },
+      });
+      mesh = await createMesh(node, 2);
+    }, 60_000);
+    afterAll(async () => {
+      await node?.stop();
+      rmSync(dir, { recursive: true, force: true });
+      await db?.drop();
+    });
+
+    /** Round trips labelled `operation` so far, every kind summed. */
+    async function roundTrips(operation: string): Promise<number> {
+      const text = await node.metrics.registry.metrics();
+      return KINDS.reduce((sum, kind) => sum + (seriesValue(text, ROUND_TRIPS, { operation, kind }) ?? 0), 0);
+    }
+
+    it('admission and the presence takeover in two round trips', async () => {
+      const [owner, sender] = mesh.members as [(typeof mesh.members)[0], (typeof mesh.members)[0]];
+      const sessionId = randomUUID();
+      const first = await rawSession(node.wsUrl, helloFrame(mesh, owner, { sessionId }));
+      first.close();
+      await waitFor(
+        async () =>
+          (
+            await db.query('SELECT 1 FROM presence WHERE session_id = $1 AND disconnected_at IS NOT NULL', [
+              sessionId,
+            ])
+          ).rowCount === 1,
+        { timeoutMs: 10_000, what: 'the first socket to be marked gone' },
+      );
+      const dm = await rawSession(node.wsUrl, helloFrame(mesh, sender));
+      dm.send({ type: 'send', id: 'while-away', to: owner.pubkey, body: 'backlog' });
+      expect((await dm.next((frame) => frame.type === 'sent' || frame.type === 'error')).type).toBe('sent');
+      dm.close();
+
+      const before = await Promise.all(OPERATIONS.map(roundTrips));
+      const again = await rawSession(node.wsUrl, helloFrame(mesh, owner, { sessionId }));
+      const replayed = await again.next((frame) => frame.type === 'message', 10_000);
+      expect(replayed.body).toBe('backlog');
+      const after = await Promise.all(OPERATIONS.map(roundTrips));
+      const [hello, session, backlog] = after.map((count, i) => count - before[i]!);
+      again.close();
+      // The old hello: member lookup, binding, then BEGIN, SELECT … FOR UPDATE, upsert, COMMIT (6, shared
+      // presence) or the upsert (3, local). The session's start is the mesh clock's look for a clock row
+      // (the mesh has none; ha.clock off), the backlog one page.
+      expect({ hello, session, backlog }).toEqual({ hello: 2, session: 1, backlog: 1 });
+    });
+  });
+}
