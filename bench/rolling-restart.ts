@@ -8,9 +8,10 @@
  *    draining node, reconnect at once through the load balancer).
  * Reported: both p99s and their ratio (goal ≤ 2), every session resumed (each welcome says `resumed`),
  * acknowledged DMs not delivered (goal 0), `peers.list` listing each session once, `peer.left` seen (goal
- * 0), and Postgres transactions per resumed session: pg_stat_database `xact_commit` of the cluster's
- * database during the step minus the rate of the same traffic without it (pg_stat_statements is not
- * loaded; the broker has no query counter), node boots included. Everything on loopback; the sessions are
+ * 0), and Postgres work per resumed session: the brokers' own round-trip counter
+ * (mesh_broker_db_round_trips_total by operation, scraped from every node through the step, restarts
+ * included) over the welcomes, and, as before, pg_stat_database `xact_commit` of the cluster's database
+ * during the step minus the rate of the same traffic without it, node boots included. Everything on loopback; the sessions are
  * one process's sockets (5,000 clients + HAProxy's two per connection stay within a 20,000 fd limit).
  */
 import { execFile } from 'node:child_process';
@@ -21,6 +22,7 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import type { ClusterFile } from '../cli/cluster/local.js';
 import { createLoadMeshes } from '../cli/load/setup.js';
+import { NodeCounters } from './lib/node-counters.js';
 import { createDatabase, WORKBENCH } from './lib/processes.js';
 import { type Reconnect, SessionFleet } from './lib/session-fleet.js';
 import { percentiles, round } from './lib/stats.js';
@@ -44,7 +46,12 @@ export interface RollingRestartBench {
    * A second roll with the traffic stopped: the same count with only the idle cluster's own commits
    * (heartbeats, leases, reapers) to subtract, so the per-resume figure is not lost in the traffic's.
    */
-  quiet: { resumes: number; commitsPerResume: number; idleCommitsPerSecond: number };
+  quiet: {
+    resumes: number;
+    commitsPerResume: number;
+    idleCommitsPerSecond: number;
+    roundTrips: Step['roundTrips'];
+  };
   /** Background commits per second (traffic, heartbeats) subtracted from each step. */
   backgroundCommitsPerSecond: number;
   latencies: number[];
@@ -56,6 +63,25 @@ interface Step {
   p99: number;
   max: number;
   commitsPerResume: number;
+  /**
+   * The brokers' own count (mesh_broker_db_round_trips_total) over the welcomes of the step: the hello's
+   * admission and presence takeover, the rows' session start, the backlog read; `welcomes` (all of the
+   * cluster's, `resumed` ones among them) is what they are divided by.
+   */
+  roundTrips: { welcomes: number; resumed: number; hello: number; session: number; backlog: number };
+}
+
+const ROUND_TRIPS = 'mesh_broker_db_round_trips_total';
+const HELLOS = 'mesh_broker_hellos_accepted_total';
+
+function roundTripCounters(nodeUrls: string[]): NodeCounters {
+  return new NodeCounters(nodeUrls, {
+    hello: { name: ROUND_TRIPS, labels: { operation: 'hello' } },
+    session: { name: ROUND_TRIPS, labels: { operation: 'session' } },
+    backlog: { name: ROUND_TRIPS, labels: { operation: 'backlog' } },
+    welcomes: { name: HELLOS },
+    resumed: { name: HELLOS, labels: { resumed: 'true' } },
+  });
 }
 
 /** The cluster's settings: limits raised where one loopback address stands for thousands of peers. */
@@ -95,17 +121,22 @@ async function commits(db: pg.Client): Promise<number> {
 async function measured(
   fleet: SessionFleet,
   db: pg.Client,
+  nodeUrls: string[],
   rate: number,
   body: () => Promise<void>,
 ): Promise<{ step: Step; moved: Reconnect[]; seconds: number }> {
   const from = fleet.reconnects.length;
   const before = await commits(db);
+  const counters = roundTripCounters(nodeUrls);
+  await counters.start();
   const t0 = Date.now();
   await body();
   const deadline = Date.now() + 120_000;
   while (fleet.reconnecting > 0 && Date.now() < deadline) await sleep(100);
   const seconds = (Date.now() - t0) / 1000;
+  const counted = await counters.stop();
   const during = (await commits(db)) - before;
+  const per = (n: number) => round(n / Math.max(1, counted.welcomes!), 2);
   const moved = fleet.reconnects.slice(from);
   const times = percentiles(moved.map((r) => r.welcomedAt - r.lostAt));
   return {
@@ -117,6 +148,13 @@ async function measured(
       p99: times.p99,
       max: times.max,
       commitsPerResume: round((during - rate * (seconds + 1.2)) / Math.max(1, moved.length), 2),
+      roundTrips: {
+        welcomes: counted.welcomes!,
+        resumed: counted.resumed!,
+        hello: per(counted.hello!),
+        session: per(counted.session!),
+        backlog: per(counted.backlog!),
+      },
     },
   };
 }
@@ -136,7 +174,8 @@ export async function benchRollingRestart(sessions = 5000, perSecond = 100): Pro
     );
     fleet = new SessionFleet(plans);
     await fleet.connect(`${cluster.lb.url.replace('http', 'ws')}/ws`, 100);
-    return await measureAll(fleet, db, cwd, sessions, perSecond);
+    const nodeUrls = cluster.nodes.map((node) => node.url);
+    return await measureAll(fleet, db, cwd, nodeUrls, sessions, perSecond);
   } finally {
     fleet?.close();
     await workbench(['down'], cwd).catch(() => '');
@@ -149,6 +188,7 @@ async function measureAll(
   fleet: SessionFleet,
   db: pg.Client,
   cwd: string,
+  nodeUrls: string[],
   sessions: number,
   perSecond: number,
 ): Promise<RollingRestartBench> {
@@ -157,7 +197,7 @@ async function measureAll(
   const t0 = Date.now();
   await sleep(10_000);
   const rate = ((await commits(db)) - b0) / ((Date.now() - t0) / 1000);
-  const kill = await measured(fleet, db, rate, async () => {
+  const kill = await measured(fleet, db, nodeUrls, rate, async () => {
     await workbench(['node', 'kill', 'broker-2'], cwd);
     const deadline = Date.now() + 120_000;
     while (fleet.reconnecting === 0 && Date.now() < deadline) await sleep(20);
@@ -166,13 +206,13 @@ async function measureAll(
   });
   await sleep(3000); // HAProxy's rise 2 × 1 s: broker-2 takes sessions again before the roll
   let stdout = '';
-  const roll = await measured(fleet, db, rate, async () => {
+  const roll = await measured(fleet, db, nodeUrls, rate, async () => {
     stdout = await workbench(['restart', '--rolling', '--json', '--resume-timeout', '120s'], cwd);
   });
   await traffic.stop();
   const deadline = Date.now() + 60_000;
   while (fleet.undelivered() > 0 && Date.now() < deadline) await sleep(200);
-  const quiet = await quietRoll(fleet, db, cwd);
+  const quiet = await quietRoll(fleet, db, cwd, nodeUrls);
   const listed = await fleet.listed();
   const lines = stdout
     .trim()
@@ -199,18 +239,20 @@ async function quietRoll(
   fleet: SessionFleet,
   db: pg.Client,
   cwd: string,
+  nodeUrls: string[],
 ): Promise<RollingRestartBench['quiet']> {
   const b0 = await commits(db);
   const t0 = Date.now();
   await sleep(5000);
   const idle = ((await commits(db)) - b0) / ((Date.now() - t0) / 1000);
-  const roll = await measured(fleet, db, idle, async () => {
+  const roll = await measured(fleet, db, nodeUrls, idle, async () => {
     await workbench(['restart', '--rolling', '--json', '--resume-timeout', '120s'], cwd);
   });
   return {
     resumes: roll.step.resumes,
     commitsPerResume: roll.step.commitsPerResume,
     idleCommitsPerSecond: round(idle),
+    roundTrips: roll.step.roundTrips,
   };
 }
 
