@@ -24,6 +24,7 @@ import { HistoryWriter } from '../history/writer.js';
 import { DeliveryChecker } from '../load/checker.js';
 import { buildReport, type LoadReport } from '../load/report.js';
 import { normalizeUrl } from '../load/target.js';
+import { probeCapacity } from './capacity.js';
 import {
   describeFault,
   type Fault,
@@ -32,6 +33,7 @@ import {
   inflict,
   planFaults,
 } from './faults.js';
+import { McpWorkload } from './mcp-workload.js';
 import { pauseLeader, restartSkewed, waitNodeHealthy } from './node-faults.js';
 import { type BusStats, NodeLinks } from './partitions.js';
 import { ThrowawayPostgres, ThrowawayRedis } from './services.js';
@@ -43,12 +45,35 @@ import {
   type Property,
   scheduleProperty,
 } from './verify.js';
-import { type ChaosCluster, ClockWorkload, LOAD_SHAPE, runLoad, ScheduleWorkload } from './workloads.js';
+import { WatchWorkload } from './watch-workload.js';
+import { type WorkloadReport, workloadProperty, workloadReport } from './workload-report.js';
+import {
+  type ChaosCluster,
+  ClockWorkload,
+  LOAD_SHAPE,
+  loadEntries,
+  ratesFor,
+  runLoad,
+  ScheduleWorkload,
+  targetFor,
+} from './workloads.js';
 
 /** The nodes of the phase 3 topology `up` starts (broker-1…3): fault targets are planned before it runs. */
 export const CHAOS_NODES = ['broker-1', 'broker-2', 'broker-3'];
-/** Broker settings on top of the fast timings: a clock ticking 10 times a second, short drains. */
-const CHAOS_ENV = { ...FAST_CLUSTER, CLOCK_TICK_MS: '100', DRAIN_TIMEOUT_MS: '3000' };
+/**
+ * Broker settings on top of the fast timings: a clock ticking 10 times a second, short drains; a send
+ * limit far above what a load peer sends (the capacity probe offers up to 320 DMs a second over 32 peers:
+ * the default 60 a minute per member would measure the limiter, not the cluster); watches of the chaos
+ * process's own loopback server allowed.
+ */
+const CHAOS_ENV = {
+  ...FAST_CLUSTER,
+  CLOCK_TICK_MS: '100',
+  DRAIN_TIMEOUT_MS: '3000',
+  SEND_RATE_PER_MIN: '60000',
+  SEND_BURST: '1000',
+  WATCH_ALLOW_PRIVATE: 'true',
+};
 /** After the load stops: how long owed deliveries and due schedules may take to arrive. */
 const DRAIN_MS = 20_000;
 /** After the last schedule fired: how long to keep listening for a second firing. */
@@ -89,6 +114,8 @@ export interface ChaosReport {
   faults: FaultRecord[];
   properties: Property[];
   load?: LoadReport;
+  /** Capacity measured before the faults, the target taken from it, and the rates achieved per kind. */
+  workload?: WorkloadReport;
   /** The history file and how many operations it holds. */
   history?: { path: string; operations: number };
   /** The working folder (cluster.json, logs) when kept. */
@@ -126,6 +153,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   let cluster: ClusterFile | undefined;
   let schedules: ScheduleWorkload | undefined;
   let clock: ClockWorkload | undefined;
+  let mcp: McpWorkload | undefined;
+  let watches: WatchWorkload | undefined;
   let history: HistoryWriter | undefined;
   const cwd = mkdtempSync(join(tmpdir(), 'wb-chaos-'));
   try {
@@ -169,11 +198,24 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     };
     log(`cluster up: ${cluster.lb.kind} at ${cluster.lb.url}, ${ids.join(', ')}`);
 
+    // The capacity of this cluster first (bounded, before any fault), then the workload at a share of it.
+    const capacity = await probeCapacity(target, signal, log);
+    const targetPerSecond = targetFor(capacity.dmPerSecond);
+    const rates = ratesFor(targetPerSecond);
+    log(
+      `capacity ${capacity.dmPerSecond} DM/s; workload at ${targetPerSecond} durable sends/s: ` +
+        `${rates.dm} dm, ${rates.broadcast} broadcast, ${rates.group} group, ${rates.stream} stream, ${rates.mcp} mcp a second`,
+    );
     schedules = await ScheduleWorkload.start(target, history);
     clock = await ClockWorkload.start(target, history);
+    mcp = await McpWorkload.start(target, history);
+    watches = await WatchWorkload.start(target, history);
+    watches.run();
     const checker = new DeliveryChecker();
     const t0 = Date.now();
+    const calling = mcp.run(rates.mcp, options.durationMs, signal);
     const load = runLoad(target, checker, {
+      rates,
       durationMs: options.durationMs,
       drainMs: DRAIN_MS,
       signal,
@@ -214,12 +256,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       }
     }
     const facts = await load;
+    watches.stop();
     await scheduling;
+    await calling;
     report.load = buildReport(checker.result(), {
       ...facts,
       peers: LOAD_SHAPE.peers,
       meshes: LOAD_SHAPE.meshes,
-      nodes: [target.lbWs],
+      nodes: loadEntries(target),
     });
     // Owed schedule firings get the same bounded drain as messages, then a while to catch a second firing.
     const drainUntil = Date.now() + DRAIN_MS;
@@ -231,6 +275,22 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       await new Promise((resolve) => setTimeout(resolve, 100));
     await sleepUntil(Date.now() + SETTLE_MS, signal);
     await clock.close();
+    await watches.close();
+    mcp.close();
+    report.workload = workloadReport({
+      capacity,
+      targetPerSecond,
+      offered: rates,
+      entries: loadEntries(target),
+      durationMs: facts.durationMs,
+      accepted: {
+        ...facts.accepted,
+        mcp: mcp.accepted,
+        schedule: schedules.created.size,
+        watch: watches.fired,
+        clock: [...clock.ticks.values()].reduce((n, ticks) => n + ticks.length, 0),
+      },
+    });
     if (signal.aborted) {
       report.interrupted = true;
       return report;
@@ -239,6 +299,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     report.history = { path: history.path, operations: history.count };
     history.close();
     report.properties = [
+      workloadProperty(report.workload),
       ...deliveryProperties(report.load),
       await auditProperty(pool),
       await scheduleProperty(pool, schedules),
@@ -261,6 +322,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     }
     schedules?.close();
     await clock?.close();
+    mcp?.close();
+    await watches?.close();
     await pool?.end().catch(() => {});
     if (options.keep) {
       // The proxies live in this process and end with it: the kept brokers then have no Redis (it is

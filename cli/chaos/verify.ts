@@ -26,7 +26,8 @@ const property = (name: string, problems: string[], summary: string): Property =
 
 /** Loss, duplicates and order, straight from the load checker's report. */
 export function deliveryProperties(report: LoadReport): Property[] {
-  const total = report.accepted.dm + report.accepted.broadcast + report.accepted.stream;
+  const total =
+    report.accepted.dm + report.accepted.broadcast + report.accepted.group + report.accepted.stream;
   const examples = (what: string) =>
     report.examples
       .filter((e) => e.what === what)
@@ -44,7 +45,7 @@ export function deliveryProperties(report: LoadReport): Property[] {
         ...(total === 0 ? ['no message was accepted'] : []),
         ...(report.lost > 0 ? [`${report.lost} deliveries lost`, ...examples('lost')] : []),
       ],
-      `${report.delivered}/${report.expectedDeliveries} deliveries of ${total} accepted messages (${report.accepted.dm} dm, ${report.accepted.broadcast} broadcast), ${report.lost} lost` +
+      `${report.delivered}/${report.expectedDeliveries} deliveries of ${total} accepted messages (${report.accepted.dm} dm, ${report.accepted.broadcast} broadcast, ${report.accepted.group} group), ${report.lost} lost` +
         `${refused ? `; not accepted: ${refused}` : ''}`,
     ),
     property(

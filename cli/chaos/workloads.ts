@@ -1,6 +1,8 @@
 /**
  * What runs on the cluster while the faults happen, each recording what it saw for verify.ts:
- * - load: the `workbench load` generator and checker, peers through the load balancer (which fails over);
+ * - load: the `workbench load` generator and checker (DMs, broadcasts, group sends, streams), peers
+ *   spread over the load balancer and every node, each failing over to the others;
+ * - mcp (./mcp-workload.ts) and watches (./watch-workload.ts);
  * - schedules: one-off schedules created during the run and due during it, the recipient member watching
  *   with a session on every node (so an occurrence is seen wherever it fires; one fired twice has two
  *   message ids, one delivered to several sessions has one);
@@ -28,14 +30,41 @@ export interface ChaosCluster {
 }
 
 /**
- * Peers and rates of the load: durable DMs and broadcasts, well inside the per-member send limit, and
- * stream publishes (judged by the history's stream checker only: at most once, in publish order).
+ * Peers of the load and how its rates follow from the target (durable sends per second, 25 % of the
+ * capacity measured in the run: ./capacity.ts): DMs, broadcasts and group sends share the target,
+ * stream publishes (judged by the history's stream checker only: at most once, in publish order) come on
+ * top at half of it, MCP calls at a tenth. The target is bounded both ways: at least the 7.5 a second of
+ * the runs before the probe (a probe on a starved machine still loads the cluster), at most 150 (the
+ * checker holds every accepted message and the history every operation: memory stays bounded).
  */
 export const LOAD_SHAPE = {
-  peers: 16,
+  peers: 24,
   meshes: 2,
-  rates: { dm: 6, broadcast: 1.5, stream: 3 } as Record<Kind, number>,
+  fraction: 0.25,
+  minTarget: 7.5,
+  maxTarget: 150,
 };
+
+export interface WorkloadRates extends Record<Kind, number> {
+  mcp: number;
+}
+
+/** Durable sends per second for a measured capacity (DMs per second): the fraction, within the bounds. */
+export function targetFor(capacity: number): number {
+  const target = Math.ceil(capacity * LOAD_SHAPE.fraction * 10) / 10;
+  return Math.min(LOAD_SHAPE.maxTarget, Math.max(LOAD_SHAPE.minTarget, target));
+}
+
+export function ratesFor(target: number): WorkloadRates {
+  const round = (v: number) => Math.round(v * 10) / 10;
+  return {
+    dm: round(target * 0.7),
+    broadcast: round(target * 0.1),
+    group: round(target * 0.2),
+    stream: round(target * 0.5),
+    mcp: Math.max(1, round(target * 0.1)),
+  };
+}
 
 function client(urls: string[], plan: LoadPeerPlan, name: string): Client {
   return new MeshClient({
@@ -49,7 +78,7 @@ function client(urls: string[], plan: LoadPeerPlan, name: string): Client {
 }
 
 /** A node's URL first, the others after it: a session that starts there and fails over when it dies. */
-function from(cluster: ChaosCluster, index: number): string[] {
+export function from(cluster: ChaosCluster, index: number): string[] {
   const urls = cluster.nodeWs.map((n) => n.ws);
   return urls.map((_, j) => urls[(index + j) % urls.length]!);
 }
@@ -57,7 +86,13 @@ function from(cluster: ChaosCluster, index: number): string[] {
 export async function runLoad(
   cluster: ChaosCluster,
   checker: DeliveryChecker,
-  options: { durationMs: number; drainMs: number; signal: AbortSignal; history?: Recorder },
+  options: {
+    rates: Record<Kind, number>;
+    durationMs: number;
+    drainMs: number;
+    signal: AbortSignal;
+    history?: Recorder;
+  },
 ): Promise<GeneratorFacts> {
   const plans = await createLoadMeshes(
     { url: cluster.adminUrl, token: cluster.adminToken },
@@ -65,9 +100,10 @@ export async function runLoad(
   );
   return generateLoad(
     {
-      wsUrls: [cluster.lbWs],
+      // Peer i starts on entry i mod 4 (the load balancer or a node) and fails over to the others.
+      wsUrls: loadEntries(cluster),
       plans,
-      rates: LOAD_SHAPE.rates,
+      rates: options.rates,
       durationMs: options.durationMs,
       maxMessages: 10_000_000,
       drainMs: options.drainMs,
@@ -78,6 +114,9 @@ export async function runLoad(
     checker,
   );
 }
+
+/** Where load peers start: the load balancer and every node. */
+export const loadEntries = (cluster: ChaosCluster) => [cluster.lbWs, ...cluster.nodeWs.map((n) => n.ws)];
 
 export class ScheduleWorkload {
   /** Per schedule id, the message ids of its occurrences the recipient saw (any of its sessions). */

@@ -10,8 +10,10 @@ import { Anomalies, type Anomaly, type Checker } from './anomalies.js';
 import { AuditChecker } from './audit.js';
 import { ClockChecker } from './clock.js';
 import { FeedChecker } from './feed.js';
+import { McpChecker } from './mcp.js';
 import { ScheduleChecker } from './schedules.js';
 import { StreamChecker } from './streams.js';
+import { WatchChecker } from './watches.js';
 
 export interface CheckResult {
   ok: boolean;
@@ -31,6 +33,8 @@ export const newCheckers = (): Checker[] => [
   new ScheduleChecker(),
   new ClockChecker(),
   new AuditChecker(),
+  new McpChecker(),
+  new WatchChecker(),
 ];
 
 /** Throws HistoryFormatError for a malformed line, the fs error for an unreadable file. */

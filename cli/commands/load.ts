@@ -77,6 +77,7 @@ async function runLoadCommand({ values, positionals }: Parsed<typeof OPTIONS>): 
   const rates: Record<Kind, number> = {
     dm: nonNegative('--dm-rate', values['dm-rate'], 10),
     broadcast: nonNegative('--broadcast-rate', values['broadcast-rate'], 2),
+    group: 0,
     stream: nonNegative('--stream-rate', values['stream-rate'], 10),
   };
   if (rates.dm + rates.broadcast + rates.stream === 0)

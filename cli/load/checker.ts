@@ -10,7 +10,8 @@
  */
 
 export type Channel = 'message' | 'stream';
-export type Kind = 'dm' | 'broadcast' | 'stream';
+/** `group`: a send to `@group`, owed to every other member of the mesh in that group (judged like a DM). */
+export type Kind = 'dm' | 'broadcast' | 'group' | 'stream';
 
 interface Accepted {
   kind: Kind;
@@ -56,9 +57,9 @@ export class DeliveryChecker {
   /** Deliveries that came before the sender heard its `sent` (same process: either may come first). */
   private readonly early = new Map<string, Array<{ recipient: string; at: number }>>();
   private readonly counts = { delivered: 0, duplicates: 0, unconfirmed: 0 };
-  private readonly acceptedByKind: Record<Kind, number> = { dm: 0, broadcast: 0, stream: 0 };
+  private readonly acceptedByKind: Record<Kind, number> = { dm: 0, broadcast: 0, group: 0, stream: 0 };
   private expected = 0;
-  private readonly latencies: Record<Kind, number[]> = { dm: [], broadcast: [], stream: [] };
+  private readonly latencies: Record<Kind, number[]> = { dm: [], broadcast: [], group: [], stream: [] };
   private readonly examples: Problem[] = [];
 
   /** The sender heard that the broker accepted this message for these recipients. */

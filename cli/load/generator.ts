@@ -33,6 +33,11 @@ export interface GeneratorOptions {
    * once by design, so a frame lost with a fault is no loss; the history's stream checker judges them.
    */
   judgeStreams?: boolean;
+  /**
+   * The group of `group` sends (`to: "@<group>"`): every other peer of each mesh joins it at its hello,
+   * and a group send is owed to every other member of the sender's mesh in it. Default `load`.
+   */
+  group?: string;
 }
 
 export interface GeneratorFacts {
@@ -40,6 +45,8 @@ export interface GeneratorFacts {
   drainMs: number;
   refused: Record<string, number>;
   droppedBySdk: number;
+  /** Requests the broker accepted, by kind (stream publishes too, judged by the delivery checker or not). */
+  accepted: Record<Kind, number>;
 }
 
 interface LoadPeer {
@@ -49,6 +56,8 @@ interface LoadPeer {
   seq: Record<Channel, number>;
   /** The other peers of its mesh: DM targets, broadcast and stream recipients. */
   others: string[];
+  /** The other peers of its mesh in the group: a group send's recipients. */
+  groupOthers: string[];
 }
 
 const CONNECT_CONCURRENCY = 32;
@@ -76,8 +85,19 @@ async function connectPeers(
   counters: { dropped: number },
 ) {
   const byMesh = new Map<string, string[]>();
-  for (const plan of options.plans)
+  const groupByMesh = new Map<string, string[]>();
+  // Every other peer of each mesh (its 1st, 3rd, …) is in the group.
+  const members = new Set<string>();
+  for (const plan of options.plans) {
     byMesh.set(plan.meshId, [...(byMesh.get(plan.meshId) ?? []), plan.keys.pubkey]);
+    if (byMesh.get(plan.meshId)!.length % 2 === 1) members.add(plan.keys.pubkey);
+  }
+  const inGroup = (plan: LoadPeerPlan) => members.has(plan.keys.pubkey);
+  for (const plan of options.plans) {
+    if (inGroup(plan))
+      groupByMesh.set(plan.meshId, [...(groupByMesh.get(plan.meshId) ?? []), plan.keys.pubkey]);
+  }
+  const group = groupOf(options);
   const peers: LoadPeer[] = options.plans.map((plan) => {
     const k = options.wsUrls.length;
     const urls = Array.from({ length: k }, (_, j) => options.wsUrls[(plan.index + j) % k]!);
@@ -86,6 +106,7 @@ async function connectPeers(
       meshId: plan.meshId,
       keys: plan.keys,
       name: `load-${plan.index + 1}`,
+      ...(inGroup(plan) ? { groups: [group] } : {}),
       requestTimeoutMs: REQUEST_TIMEOUT_MS,
       backoff: { initialMs: 100, maxMs: 2000 },
     });
@@ -140,6 +161,7 @@ async function connectPeers(
       busy: false,
       seq: { message: 0, stream: 0 },
       others: byMesh.get(plan.meshId)!.filter((p) => p !== me),
+      groupOthers: (groupByMesh.get(plan.meshId) ?? []).filter((p) => p !== me),
     };
   });
   let next = 0;
@@ -161,6 +183,7 @@ async function connectPeers(
 }
 
 const processOf = (plan: LoadPeerPlan) => `load-${plan.index + 1}`;
+const groupOf = (options: GeneratorOptions) => options.group ?? 'load';
 
 /**
  * A refusal is a `fail` (it did not happen); a timeout, a connection closed before the reply or an
@@ -191,8 +214,9 @@ export async function generateLoad(
     throw new Error(`could not connect the peers: ${(error as Error).message}`);
   });
   try {
-    const kinds = (['dm', 'broadcast', 'stream'] as const).filter((k) => options.rates[k] > 0);
-    const issued: Record<Kind, number> = { dm: 0, broadcast: 0, stream: 0 };
+    const kinds = (['dm', 'broadcast', 'group', 'stream'] as const).filter((k) => options.rates[k] > 0);
+    const issued: Record<Kind, number> = { dm: 0, broadcast: 0, group: 0, stream: 0 };
+    const accepted: Record<Kind, number> = { dm: 0, broadcast: 0, group: 0, stream: 0 };
     const inFlight = new Set<Promise<void>>();
     let total = 0;
     let cursor = 0;
@@ -213,7 +237,8 @@ export async function generateLoad(
       const sender = peer.plan.keys.pubkey;
       const target = peer.others[Math.floor(Math.random() * peer.others.length)]!;
       const sentAt = performance.now();
-      const recipients = kind === 'dm' ? [target] : peer.others;
+      const recipients = kind === 'dm' ? [target] : kind === 'group' ? peer.groupOthers : peer.others;
+      const to = kind === 'dm' ? target : kind === 'group' ? `@${groupOf(options)}` : '*';
       const id = `load-${sender.slice(0, 16)}-${seq}`;
       const f = kind === 'stream' ? 'stream-publish' : 'send';
       const value =
@@ -225,11 +250,12 @@ export async function generateLoad(
       const request =
         kind === 'stream'
           ? peer.client.request({ type: 'stream.publish', stream: LOAD_STREAM, data: { q: seq } })
-          : peer.client.send(kind === 'dm' ? target : '*', JSON.stringify({ q: seq, k: kind }), { id });
+          : peer.client.send(to, JSON.stringify({ q: seq, k: kind }), { id });
       const done: Promise<void> = request.then(
         (reply) => {
           const messageId = (reply as Partial<Sent>).messageId;
           options.history?.record({ type: 'ok', f, process, value: { ...value, messageId } });
+          accepted[kind]++;
           if (kind !== 'stream' || options.judgeStreams !== false)
             checker.accept({ sender, kind, seq, sentAt, recipients });
         },
@@ -277,7 +303,13 @@ export async function generateLoad(
     const drainStarted = performance.now();
     while (checker.outstanding() > 0 && performance.now() - drainStarted < options.drainMs)
       await new Promise((resolve) => setTimeout(resolve, 20));
-    return { durationMs, drainMs: performance.now() - drainStarted, refused, droppedBySdk: counters.dropped };
+    return {
+      durationMs,
+      drainMs: performance.now() - drainStarted,
+      refused,
+      droppedBySdk: counters.dropped,
+      accepted,
+    };
   } finally {
     for (const peer of peers) peer.client.close();
   }

@@ -64,13 +64,18 @@ export interface LoadReport {
 }
 
 export function buildReport(check: CheckerResult, facts: RunFacts): LoadReport {
-  const total = check.accepted.dm + check.accepted.broadcast + check.accepted.stream;
+  const total = check.accepted.dm + check.accepted.broadcast + check.accepted.group + check.accepted.stream;
   const failures: string[] = [];
   if (total === 0) failures.push('no message was accepted');
   if (check.lost > 0) failures.push(`${check.lost} deliveries lost`);
   if (check.duplicates > 0) failures.push(`${check.duplicates} duplicates after SDK dedup`);
   if (check.reordered > 0) failures.push(`${check.reordered} deliveries out of sender order`);
-  const all = [...check.latencies.dm, ...check.latencies.broadcast, ...check.latencies.stream];
+  const all = [
+    ...check.latencies.dm,
+    ...check.latencies.broadcast,
+    ...check.latencies.group,
+    ...check.latencies.stream,
+  ];
   return {
     ok: failures.length === 0,
     failures,
@@ -92,6 +97,7 @@ export function buildReport(check: CheckerResult, facts: RunFacts): LoadReport {
     latencyMs: {
       dm: percentiles(check.latencies.dm),
       broadcast: percentiles(check.latencies.broadcast),
+      group: percentiles(check.latencies.group),
       stream: percentiles(check.latencies.stream),
       all: percentiles(all),
     },
@@ -108,6 +114,7 @@ export function summaryLine(report: LoadReport): string {
   return (
     `load ${report.ok ? 'ok' : 'FAILED'}: ${report.peers} peers/${report.meshes} meshes on ${report.nodes.length} url(s), ` +
     `${(report.durationMs / 1000).toFixed(1)} s; accepted ${accepted.dm} dm, ${accepted.broadcast} broadcast, ` +
+    `${accepted.group ? `${accepted.group} group, ` : ''}` +
     `${accepted.stream} stream (${report.acceptedPerSecond}/s); delivered ${report.delivered}/${report.expectedDeliveries}, ` +
     `${report.lost} lost, ${report.duplicates} duplicates, ${report.reordered} reordered` +
     `${refused ? `; refused: ${refused}` : ''}; latency ms p50 ${l.all.p50} p90 ${l.all.p90} p99 ${l.all.p99} max ${l.all.max}` +
