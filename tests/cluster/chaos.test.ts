@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { FAULT_KINDS } from '../../cli/chaos/faults.js';
 import type { ChaosReport } from '../../cli/chaos/run.js';
+import { WORKLOAD_KINDS } from '../../cli/chaos/workload-report.js';
 import { runWorkbench } from '../helpers/cli.js';
 
 describe('workbench chaos', () => {
@@ -20,7 +21,18 @@ describe('workbench chaos', () => {
       (f) => f.startedAtMs !== undefined && f.endedAtMs !== undefined && !f.error,
     );
     expect(new Set(happened.map((f) => f.kind))).toEqual(new Set(FAULT_KINDS));
+    // The workload (issue 26 item 6): every kind accepted something; capacity, target and rates reported,
+    // the target a quarter of the measured capacity (or its floor on a machine too loaded to pass a step).
+    const workload = report.workload!;
+    for (const kind of WORKLOAD_KINDS) expect(workload.accepted[kind], kind).toBeGreaterThan(0);
+    expect(workload.capacity.steps.length).toBeGreaterThan(0);
+    expect(workload.target.durablePerSecond).toBeGreaterThanOrEqual(
+      Math.min(150, Math.max(7.5, workload.capacity.dmPerSecond * 0.25)),
+    );
+    expect(workload.entries).toHaveLength(4);
+    expect(report.load!.accepted.group).toBeGreaterThan(0);
     expect(report.properties.map((p) => p.name)).toEqual([
+      'workload',
       'no-loss',
       'no-duplicates',
       'sender-order',

@@ -39,6 +39,8 @@ describe('workbench chaos check', () => {
       expect(ops, f).toContain(f);
     for (const f of ['schedule-fire', 'clock-tick', 'audit-append', 'fault', 'flag-flip'])
       expect(ops, f).toContain(f);
+    for (const f of ['mcp-call', 'mcp-result', 'watch-create', 'watch-change', 'watch-fire'])
+      expect(ops, f).toContain(f);
 
     const clean = await runWorkbench(['chaos', 'check', history, '--json']);
     const result = JSON.parse(clean.stdout) as CheckResult;
