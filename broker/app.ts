@@ -131,7 +131,7 @@ async function assembleNode(
         lifecycle = 'draining';
         if (!url) return; // never listened (a failed start): no peer to drain
         log.info('draining: closing every peer with 1001');
-        await sessions.gateway.drain(config.drainTimeoutMs);
+        await sessions.gateway.drain(config.drainTimeoutMs, config.drainClosePerSec);
       },
     },
   ];

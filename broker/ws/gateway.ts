@@ -23,6 +23,7 @@ import type { BrokerMetrics } from '../metrics.js';
 import type { Presence } from '../presence/presence.js';
 import { PeriodicTask } from '../timing/periodic.js';
 import { InboundFrames } from './inbound.js';
+import { closePaced } from './paced-close.js';
 import type { Router } from './router.js';
 
 /** A socket that has not said hello by then is closed. */
@@ -148,17 +149,25 @@ export class Gateway {
   }
 
   /**
-   * Drain: refuse new sockets, tell every peer to reconnect elsewhere (1001), and wait for the frames
-   * already being handled (a `send` being committed) for at most `timeoutMs` (DRAIN_TIMEOUT_MS).
+   * Drain: refuse new sockets, tell every peer to reconnect elsewhere (1001), at most `closePerSec` a second
+   * (DRAIN_CLOSE_PER_SEC, paced-close.ts) and all within three quarters of `timeoutMs` (DRAIN_TIMEOUT_MS),
+   * then wait for the frames already being handled (a `send` being committed) until `timeoutMs` is up.
+   * Sockets not closed yet keep being served meanwhile.
    */
-  async drain(timeoutMs: number): Promise<void> {
+  async drain(timeoutMs: number, closePerSec: number): Promise<void> {
     this.draining = true;
+    const deadline = Date.now() + timeoutMs;
     void this.liveness.stop();
-    for (const connection of this.options.connections.all())
-      connection.close(CloseCode.draining, 'node draining');
+    await closePaced(
+      [...this.options.connections.all()],
+      (connection) => connection.close(CloseCode.draining, 'node draining'),
+      closePerSec,
+      timeoutMs * 0.75,
+    );
+    const leftMs = Math.max(0, deadline - Date.now());
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), timeoutMs);
+      timer = setTimeout(() => resolve('timeout'), leftMs);
     });
     const settled = Promise.allSettled([
       ...[...this.queues.values()].map((inbound) => inbound.settled),

@@ -66,3 +66,45 @@ describe('SIGTERM drain of a broker process', () => {
     expect(node.output()).toContain('"node":"drain-a"');
   });
 });
+
+describe('a drain paces its closes (DRAIN_CLOSE_PER_SEC)', () => {
+  it('closes 12 peers at 20 a second, one batch every 50 ms, all with 1001, and still exits 0', async () => {
+    const paced = await startNode({
+      kind: 'process',
+      databaseUrl: db.url,
+      env: { NODE_ID: 'drain-paced', DRAIN_CLOSE_PER_SEC: '20' },
+    });
+    try {
+      const created = await fetch(`${paced.url}/admin/meshes`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'paced' }),
+      });
+      const { meshId } = (await created.json()) as { meshId: string };
+      const mesh: TestMesh = { meshId, members: Array.from({ length: 12 }, () => generateMemberKeys()) };
+      for (const member of mesh.members) {
+        await fetch(`${paced.url}/admin/meshes/${meshId}/members`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ pubkey: member.pubkey }),
+        });
+      }
+      const peers = await Promise.all(
+        mesh.members.map((m) => connectPeer(paced.wsUrl, mesh, m, { reconnect: false })),
+      );
+      const closedAt = peers.map((peer) =>
+        peer.next('disconnected').then((close) => ({ close, at: Date.now() })),
+      );
+      paced.process.kill('SIGTERM');
+      const closes = await Promise.all(closedAt);
+      for (const { close } of closes) expect(close).toMatchObject({ code: 1001, reason: 'node draining' });
+      const times = closes.map(({ at }) => at);
+      // 20 a second is one close per 50 ms batch: twelve batches, the last at least 11 × 50 ms after the
+      // first (timers never fire early). All at once (the old drain) spreads them over a few ms.
+      expect(Math.max(...times) - Math.min(...times)).toBeGreaterThanOrEqual(500);
+      expect(await paced.exited).toBe(0);
+    } finally {
+      if (paced.process.exitCode === null) paced.process.kill('SIGKILL');
+    }
+  });
+});
