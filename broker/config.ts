@@ -385,6 +385,17 @@ function flagSource(env: Env) {
   return { flagsEnv, flagsProvider, unleashUrl } as const;
 }
 
+/** URL watches: what a watch may fetch, and how many a member and a mesh may hold. */
+function watchSettings(env: Env) {
+  return {
+    watchAllowPrivate: bool(env, 'WATCH_ALLOW_PRIVATE', false),
+    watchFetchTimeoutMs: int(env, 'WATCH_FETCH_TIMEOUT_MS', 10_000, 100, 120_000),
+    watchMaxBytes: int(env, 'WATCH_MAX_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
+    watchMaxPerMember: int(env, 'WATCH_MAX_PER_MEMBER', 20, 1, 100_000),
+    watchMaxPerMesh: int(env, 'WATCH_MAX_PER_MESH', 200, 1, 1_000_000),
+  } as const;
+}
+
 /** Every variable the broker reads, with its default; the README's configuration table mirrors this. */
 export function loadConfig(given: Env = process.env): BrokerConfig {
   const env = withSecretFiles(given, (variable, message) => new ConfigError(variable, message));
@@ -434,11 +445,7 @@ export function loadConfig(given: Env = process.env): BrokerConfig {
     clockTickMs: int(env, 'CLOCK_TICK_MS', 1000, 50, 60_000),
     mcpCallTimeoutMs: int(env, 'MCP_CALL_TIMEOUT_MS', 30_000, 100, 600_000),
     scheduleMaxPerMember: int(env, 'SCHEDULE_MAX_PER_MEMBER', 100, 1, 100_000),
-    watchAllowPrivate: bool(env, 'WATCH_ALLOW_PRIVATE', false),
-    watchFetchTimeoutMs: int(env, 'WATCH_FETCH_TIMEOUT_MS', 10_000, 100, 120_000),
-    watchMaxBytes: int(env, 'WATCH_MAX_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
-    watchMaxPerMember: int(env, 'WATCH_MAX_PER_MEMBER', 20, 1, 100_000),
-    watchMaxPerMesh: int(env, 'WATCH_MAX_PER_MESH', 200, 1, 1_000_000),
+    ...watchSettings(env),
     flagsEnv,
     flagsProvider,
     flagsDir: str(env, 'FLAGS_DIR', defaultFlagsDir(packageRoot())),
