@@ -95,6 +95,15 @@ for (const sharedPresence of [true, false]) {
   });
 }
 
+/** The node's round trips labelled `session` so far, every kind summed. */
+async function sessionRoundTripsOf(node: InProcessNode): Promise<number> {
+  const text = await node.metrics.registry.metrics();
+  return KINDS.reduce(
+    (sum, kind) => sum + (seriesValue(text, ROUND_TRIPS, { operation: 'session', kind }) ?? 0),
+    0,
+  );
+}
+
 /** Sessions resuming together: what one drain's worth looks like to the node they move to. */
 const RESUMING = 50;
 
@@ -130,13 +139,7 @@ describe(`${RESUMING} sessions resuming at once (ha.streams, ha.mcp, ha.clock, h
     await db?.drop();
   });
 
-  async function sessionRoundTrips(): Promise<number> {
-    const text = await node.metrics.registry.metrics();
-    return KINDS.reduce(
-      (sum, kind) => sum + (seriesValue(text, ROUND_TRIPS, { operation: 'session', kind }) ?? 0),
-      0,
-    );
-  }
+  const sessionRoundTrips = () => sessionRoundTripsOf(node);
 
   async function request(socket: RawSocket, frame: Record<string, unknown>, rid: string) {
     socket.send({ ...frame, rid });
@@ -199,5 +202,54 @@ describe(`${RESUMING} sessions resuming at once (ha.streams, ha.mcp, ha.clock, h
     });
     other.close();
     for (const socket of again) socket.close();
+  }, 60_000);
+});
+
+describe('sessions of a mesh nobody leads, starting one after another (ha.clock on)', () => {
+  let db: TestDatabase;
+  let dir: string;
+  let node: InProcessNode;
+  let mesh: TestMesh;
+
+  beforeAll(async () => {
+    db = await createTestDatabase('resume_round_trips_clock');
+    dir = mkdtempSync(join(tmpdir(), 'wb-resume-clock-'));
+    writeFileSync(
+      join(dir, 'clock.json'),
+      renderFlagsDocument({ ...defaultFlagValues(), 'ha.presence': true, 'ha.clock': true }),
+    );
+    node = await startNode({
+      kind: 'in-process',
+      databaseUrl: db.url,
+      env: { FLAGS_DIR: dir, FLAGS_ENV: 'clock', CLOCK_TICK_MS: '200' },
+    });
+    mesh = await createMesh(node, 1);
+  }, 60_000);
+  afterAll(async () => {
+    await node?.stop();
+    rmSync(dir, { recursive: true, force: true });
+    await db?.drop();
+  });
+
+  it('do not each read the clock row; clock.set still leads at once', async () => {
+    const sessionTrips = () => sessionRoundTripsOf(node);
+    const sockets: RawSocket[] = [];
+    const before = await sessionTrips();
+    const started = performance.now();
+    for (let i = 0; i < 20; i++)
+      sockets.push(await rawSession(node.wsUrl, helloFrame(mesh, mesh.members[0]!)));
+    const elapsed = performance.now() - started;
+    const reads = (await sessionTrips()) - before;
+    // One read of the row per competition period (min(500 ms, tick) = 200 ms here) at most; old code: one
+    // for every session (20), the mesh having no clock.
+    expect(reads).toBeGreaterThanOrEqual(1);
+    expect(reads).toBeLessThanOrEqual(1 + Math.ceil(elapsed / 200));
+    expect(reads).toBeLessThan(20);
+    // The mesh gets a clock: clock.set competes at once, whatever the sessions' starts skipped.
+    const setter = sockets[0]!;
+    setter.send({ type: 'clock.set', speed: 1, rid: 'set' });
+    expect(await setter.next((f) => f.rid === 'set', 10_000)).toMatchObject({ type: 'clock.status' });
+    expect(await setter.next((f) => f.type === 'clock.tick', 10_000)).toMatchObject({ type: 'clock.tick' });
+    for (const socket of sockets) socket.close();
   }, 60_000);
 });
