@@ -58,6 +58,11 @@ export class SharedClocks implements MeshClocks {
   private readonly led = new Map<string, Led>();
   private readonly wanted = new Set<string>();
   private readonly electing = new Map<string, Promise<void>>();
+  /**
+   * When an election here last read the mesh's row and did not lead (no clock, paused, or led elsewhere).
+   * Within `retryMs` of it a session's start does not read the row again: the retry timer competes next.
+   */
+  private readonly lookedAt = new Map<string, number>();
   private readonly leadership: ClockLeadership;
   /** Competes again for every wanted mesh not led here (a lost election, a leader that died). */
   private readonly retry: PeriodicTask;
@@ -120,12 +125,22 @@ export class SharedClocks implements MeshClocks {
 
   async meshActive(meshId: string): Promise<void> {
     this.wanted.add(meshId);
+    // Sessions starting one after another (a drain moves thousands) would each read the row for an answer
+    // known a moment ago; a leader that died meanwhile is taken over by the retry timer, as it would be
+    // with no session starting. clock.set and clock.resume still compete at once.
+    if (this.lookedRecently(meshId)) return;
     await this.compete(meshId);
+  }
+
+  private lookedRecently(meshId: string): boolean {
+    const at = this.lookedAt.get(meshId);
+    return at !== undefined && Date.now() - at < this.options.retryMs;
   }
 
   async meshIdle(meshId: string): Promise<void> {
     if (this.options.hasSessions(meshId)) return;
     this.wanted.delete(meshId);
+    this.lookedAt.delete(meshId);
     if (!this.led.has(meshId)) return;
     await this.stepDown(meshId);
     // Nobody anywhere: the clock waits for the next session (and says so).
@@ -145,6 +160,7 @@ export class SharedClocks implements MeshClocks {
     void this.retry.stop();
     for (const meshId of [...this.led.keys()]) this.stopTicking(meshId);
     this.wanted.clear();
+    this.lookedAt.clear();
     await this.leadership.close();
   }
 
@@ -198,6 +214,7 @@ export class SharedClocks implements MeshClocks {
     try {
       if (await (this.options.homeRule ?? NO_HOME_RULE).defers(meshId, 'clock')) return;
       const row = await this.row(meshId);
+      this.lookedAt.set(meshId, Date.now());
       if (!row || row.paused) return;
       if (!(await this.leadership.acquire(meshId))) return;
       const elected = await this.options.pool.query<{ epoch: number }>(
@@ -220,6 +237,7 @@ export class SharedClocks implements MeshClocks {
       };
       led.ticker.start();
       this.led.set(meshId, led);
+      this.lookedAt.delete(meshId);
       this.options.log.info({ meshId, epoch }, 'leading the mesh clock');
     } catch (error) {
       this.options.log.warn({ err: error, meshId }, 'clock election failed; retrying');

@@ -1,6 +1,7 @@
 import { ProtocolError } from '../../protocol/errors.js';
 import type { Bus, Unsubscribe } from '../bus/bus.js';
 import type { SessionIdentity } from '../connections/connection.js';
+import { Coalescer } from '../db/coalesce.js';
 import { inTransaction, type Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
 import { type ListReads, primaryReads } from '../regions/regions.js';
@@ -43,6 +44,9 @@ const HOST_NOT_REVOKED = `NOT EXISTS (SELECT 1 FROM members m
 /** Rows read per query while a page is filled: bounds what is held beyond the page (page.ts). */
 const PAGE_CHUNK = 8;
 
+/** Reconnected hosts one statement moves here at most (a uuid array of this length). */
+const HOSTS_PER_UPDATE = 1000;
+
 /**
  * MCP across nodes (flag `ha.mcp`). The registry is rows in Postgres (with the node that holds the host's
  * socket); a call is routed over the bus to the host's node, which hands `mcp.invoke` to the host session
@@ -54,6 +58,14 @@ export class SharedMcpRegistry implements McpRegistry {
   /** Both ends of the calls through this node; the other node's end is reached over the bus. */
   private readonly calls: McpCallProtocol;
   private detach: Unsubscribe[] = [];
+  /**
+   * Every session's start marks its servers back online here, hosting or not: sessions starting together
+   * (a drain moves thousands) share one UPDATE.
+   */
+  private readonly reconnecting = new Coalescer<string, undefined>({
+    run: (sessionIds) => this.markHostedHere(sessionIds),
+    maxBatch: HOSTS_PER_UPDATE,
+  });
 
   constructor(
     private readonly pool: Pool,
@@ -194,10 +206,15 @@ export class SharedMcpRegistry implements McpRegistry {
   }
 
   async hostReconnected(session: SessionIdentity): Promise<void> {
-    await this.pool.query('UPDATE mcp_servers SET online = true, host_node = $2 WHERE host_session = $1', [
-      session.sessionId,
-      this.nodeId,
-    ]);
+    await this.reconnecting.submit(session.sessionId);
+  }
+
+  private async markHostedHere(sessionIds: string[]): Promise<undefined[]> {
+    await this.pool.query(
+      'UPDATE mcp_servers SET online = true, host_node = $2 WHERE host_session = ANY ($1::uuid[])',
+      [sessionIds, this.nodeId],
+    );
+    return sessionIds.map(() => undefined);
   }
 
   async sessionEnded(_meshId: string, sessionId: string): Promise<void> {

@@ -2,12 +2,21 @@ import { ProtocolError } from '../../protocol/errors.js';
 import type { StreamPosition } from '../../protocol/frames.js';
 import type { Bus } from '../bus/bus.js';
 import type { SessionIdentity } from '../connections/connection.js';
+import { Coalescer } from '../db/coalesce.js';
 import { inTransaction, type Pool } from '../db/pool.js';
 import { type ListReads, primaryReads } from '../regions/regions.js';
 import type { Continuity } from './continuity.js';
 import { assertCanSubscribe, pageOf, type StreamListPage, type StreamPageRequest } from './limits.js';
 import { NO_POSITION, type StreamDataFrame, type StreamSubscription, type Streams } from './streams.js';
 import type { LocalStreams } from './streams.local.js';
+
+interface SessionKey {
+  meshId: string;
+  sessionId: string;
+}
+
+/** Sessions whose subscriptions one statement reads at most (two uuid arrays of this length). */
+const SESSIONS_PER_READ = 1000;
 
 /**
  * Streams across nodes (flag `ha.streams`). Built on the node's local registry (which still decides who
@@ -24,6 +33,12 @@ import type { LocalStreams } from './streams.local.js';
  * still on local streams receives what shared nodes publish (it does not send to them).
  */
 export class SharedStreams implements Streams {
+  /** Sessions starting together (a drain moves thousands) read their subscriptions in one statement. */
+  private readonly startingSessions = new Coalescer<SessionKey, string[]>({
+    run: (sessions) => this.subscriptionsOf(sessions),
+    maxBatch: SESSIONS_PER_READ,
+  });
+
   constructor(
     private readonly local: LocalStreams,
     private readonly pool: Pool,
@@ -165,11 +180,21 @@ export class SharedStreams implements Streams {
 
   /** A session arriving here (perhaps from another node) brings the subscriptions it made anywhere. */
   async sessionStarted(meshId: string, sessionId: string): Promise<void> {
-    const result = await this.pool.query<{ stream: string }>(
-      'SELECT stream FROM stream_subscriptions WHERE mesh_id = $1 AND session_id = $2',
-      [meshId, sessionId],
+    const streams = await this.startingSessions.submit({ meshId, sessionId });
+    for (const stream of streams) this.local.add(meshId, stream, sessionId);
+  }
+
+  /** The streams of each session, in order: one statement for them all (by the session index). */
+  private async subscriptionsOf(sessions: SessionKey[]): Promise<string[][]> {
+    const result = await this.pool.query<{ i: number; stream: string }>(
+      `SELECT k.i::int AS i, s.stream
+         FROM unnest($1::uuid[], $2::uuid[]) WITH ORDINALITY AS k (mesh_id, session_id, i)
+         JOIN stream_subscriptions s ON s.session_id = k.session_id AND s.mesh_id = k.mesh_id`,
+      [sessions.map((s) => s.meshId), sessions.map((s) => s.sessionId)],
     );
-    for (const { stream } of result.rows) this.local.add(meshId, stream, sessionId);
+    const streams = sessions.map((): string[] => []);
+    for (const { i, stream } of result.rows) streams[i - 1]!.push(stream);
+    return streams;
   }
 
   async sessionEnded(meshId: string, sessionId: string): Promise<void> {

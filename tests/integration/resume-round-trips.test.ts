@@ -4,6 +4,9 @@
  * a real node and Postgres, for both presence implementations. A session connects, goes away, a DM is sent
  * to it meanwhile, and it says hello again with its session id: the welcome says `resumed`, and the DM
  * replayed from its backlog marks the end of the hello's work (the backlog read is its last round trip).
+ * Then many sessions resume at once, as a drain moves them, on a node with shared streams, MCP and clock:
+ * their session starts share statements (broker/db/coalesce.ts), and each still gets its subscriptions
+ * and its MCP hosting back before its welcome.
  */
 
 import { randomUUID } from 'node:crypto';
@@ -17,6 +20,7 @@ import { helloFrame, rawSession } from '../helpers/hello.js';
 import { createMesh, type TestMesh } from '../helpers/mesh.js';
 import { type InProcessNode, startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import type { RawSocket } from '../helpers/raw.js';
 import { seriesValue } from '../helpers/verifier.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -90,3 +94,162 @@ for (const sharedPresence of [true, false]) {
     });
   });
 }
+
+/** The node's round trips labelled `session` so far, every kind summed. */
+async function sessionRoundTripsOf(node: InProcessNode): Promise<number> {
+  const text = await node.metrics.registry.metrics();
+  return KINDS.reduce(
+    (sum, kind) => sum + (seriesValue(text, ROUND_TRIPS, { operation: 'session', kind }) ?? 0),
+    0,
+  );
+}
+
+/** Sessions resuming together: what one drain's worth looks like to the node they move to. */
+const RESUMING = 50;
+
+describe(`${RESUMING} sessions resuming at once (ha.streams, ha.mcp, ha.clock, ha.presence on)`, () => {
+  let db: TestDatabase;
+  let dir: string;
+  let node: InProcessNode;
+  let mesh: TestMesh;
+
+  beforeAll(async () => {
+    db = await createTestDatabase('resume_round_trips_many');
+    dir = mkdtempSync(join(tmpdir(), 'wb-resume-many-'));
+    writeFileSync(
+      join(dir, 'many.json'),
+      renderFlagsDocument({
+        ...defaultFlagValues(),
+        'ha.presence': true,
+        'ha.streams': true,
+        'ha.mcp': true,
+        'ha.clock': true,
+      }),
+    );
+    node = await startNode({
+      kind: 'in-process',
+      databaseUrl: db.url,
+      env: { FLAGS_DIR: dir, FLAGS_ENV: 'many' },
+    });
+    mesh = await createMesh(node, 2);
+  }, 60_000);
+  afterAll(async () => {
+    await node?.stop();
+    rmSync(dir, { recursive: true, force: true });
+    await db?.drop();
+  });
+
+  const sessionRoundTrips = () => sessionRoundTripsOf(node);
+
+  async function request(socket: RawSocket, frame: Record<string, unknown>, rid: string) {
+    socket.send({ ...frame, rid });
+    return socket.next((f) => f.rid === rid, 10_000);
+  }
+
+  it('share their session-start statements and get subscriptions and MCP hosting back', async () => {
+    const [peer, driver] = mesh.members as [(typeof mesh.members)[0], (typeof mesh.members)[0]];
+    const sessionIds = Array.from({ length: RESUMING }, () => randomUUID());
+    const first = await Promise.all(
+      sessionIds.map((sessionId) => rawSession(node.wsUrl, helloFrame(mesh, peer, { sessionId }))),
+    );
+    await Promise.all(
+      first.map((socket, i) => request(socket, { type: 'stream.subscribe', stream: 'news' }, `s${i}`)),
+    );
+    const tools = [{ name: 'add', description: 'adds', inputSchema: { type: 'object' } }];
+    expect(
+      await request(first[0]!, { type: 'mcp.register', server: 'calc', description: 'maths', tools }, 'r'),
+    ).toMatchObject({ type: 'mcp.registered' });
+    for (const socket of first) socket.close();
+    await waitFor(
+      async () => {
+        const gone = await db.query(
+          'SELECT 1 FROM presence WHERE session_id = ANY ($1::uuid[]) AND disconnected_at IS NOT NULL',
+          [sessionIds],
+        );
+        const offline = await db.query('SELECT 1 FROM mcp_servers WHERE server = $1 AND NOT online', [
+          'calc',
+        ]);
+        return gone.rowCount === RESUMING && offline.rowCount === 1;
+      },
+      { timeoutMs: 15_000, what: 'every first socket to be marked gone, and the server offline' },
+    );
+
+    const before = await sessionRoundTrips();
+    const again = await Promise.all(
+      sessionIds.map((sessionId) => rawSession(node.wsUrl, helloFrame(mesh, peer, { sessionId }))),
+    );
+    const perWelcome = ((await sessionRoundTrips()) - before) / RESUMING;
+    // Old code: the subscriptions' SELECT and the MCP UPDATE for every session, and the clock row read
+    // by each election that ran (≥ 2 a session). Now a statement per batch of sessions starting together.
+    expect(perWelcome).toBeLessThan(0.5);
+
+    // Welcomed means started: a publish made after the welcomes reaches every resumed subscriber.
+    const other = await rawSession(node.wsUrl, helloFrame(mesh, driver));
+    await request(other, { type: 'stream.publish', stream: 'news', data: 'after the resume' }, 'p');
+    for (const socket of again) {
+      expect(await socket.next((f) => f.type === 'stream.data', 10_000)).toMatchObject({
+        data: 'after the resume',
+      });
+    }
+    // And the resumed host hosts again: a call reaches it and its answer comes back.
+    const host = again[0]!;
+    other.send({ type: 'mcp.call', callId: 'c1', server: 'calc', tool: 'add', args: { a: 1, b: 2 } });
+    const invoke = await host.next((f) => f.type === 'mcp.invoke', 10_000);
+    host.send({ type: 'mcp.result', callId: invoke.callId, result: { sum: 3 } });
+    expect(await other.next((f) => f.type === 'mcp.call_result', 10_000)).toMatchObject({
+      callId: 'c1',
+      result: { sum: 3 },
+    });
+    other.close();
+    for (const socket of again) socket.close();
+  }, 60_000);
+});
+
+describe('sessions of a mesh nobody leads, starting one after another (ha.clock on)', () => {
+  let db: TestDatabase;
+  let dir: string;
+  let node: InProcessNode;
+  let mesh: TestMesh;
+
+  beforeAll(async () => {
+    db = await createTestDatabase('resume_round_trips_clock');
+    dir = mkdtempSync(join(tmpdir(), 'wb-resume-clock-'));
+    writeFileSync(
+      join(dir, 'clock.json'),
+      renderFlagsDocument({ ...defaultFlagValues(), 'ha.presence': true, 'ha.clock': true }),
+    );
+    node = await startNode({
+      kind: 'in-process',
+      databaseUrl: db.url,
+      env: { FLAGS_DIR: dir, FLAGS_ENV: 'clock', CLOCK_TICK_MS: '200' },
+    });
+    mesh = await createMesh(node, 1);
+  }, 60_000);
+  afterAll(async () => {
+    await node?.stop();
+    rmSync(dir, { recursive: true, force: true });
+    await db?.drop();
+  });
+
+  it('do not each read the clock row; clock.set still leads at once', async () => {
+    const sessionTrips = () => sessionRoundTripsOf(node);
+    const sockets: RawSocket[] = [];
+    const before = await sessionTrips();
+    const started = performance.now();
+    for (let i = 0; i < 20; i++)
+      sockets.push(await rawSession(node.wsUrl, helloFrame(mesh, mesh.members[0]!)));
+    const elapsed = performance.now() - started;
+    const reads = (await sessionTrips()) - before;
+    // One read of the row per competition period (min(500 ms, tick) = 200 ms here) at most; old code: one
+    // for every session (20), the mesh having no clock.
+    expect(reads).toBeGreaterThanOrEqual(1);
+    expect(reads).toBeLessThanOrEqual(1 + Math.ceil(elapsed / 200));
+    expect(reads).toBeLessThan(20);
+    // The mesh gets a clock: clock.set competes at once, whatever the sessions' starts skipped.
+    const setter = sockets[0]!;
+    setter.send({ type: 'clock.set', speed: 1, rid: 'set' });
+    expect(await setter.next((f) => f.rid === 'set', 10_000)).toMatchObject({ type: 'clock.status' });
+    expect(await setter.next((f) => f.type === 'clock.tick', 10_000)).toMatchObject({ type: 'clock.tick' });
+    for (const socket of sockets) socket.close();
+  }, 60_000);
+});
