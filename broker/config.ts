@@ -82,7 +82,7 @@ export interface BrokerConfig {
   heartbeatMs: number;
   /** How long SIGTERM waits for in-flight work before the process exits anyway. */
   drainTimeoutMs: number;
-  /** Most sockets a drain closes a second (0: all at once); all are closed within ¾ of the drain timeout. */
+  /** Most sockets a drain closes a second (0: all at once); all are closed within half the drain timeout. */
   drainClosePerSec: number;
   /** Most sessions one mesh may hold; one more is closed with 4408. */
   meshConnectionCap: number;

@@ -150,7 +150,7 @@ export class Gateway {
 
   /**
    * Drain: refuse new sockets, tell every peer to reconnect elsewhere (1001), at most `closePerSec` a second
-   * (DRAIN_CLOSE_PER_SEC, paced-close.ts) and all within three quarters of `timeoutMs` (DRAIN_TIMEOUT_MS),
+   * (DRAIN_CLOSE_PER_SEC, paced-close.ts) and all within half of `timeoutMs` (DRAIN_TIMEOUT_MS),
    * then wait for the frames already being handled (a `send` being committed) until `timeoutMs` is up.
    * Sockets not closed yet keep being served meanwhile.
    */
@@ -162,7 +162,7 @@ export class Gateway {
       [...this.options.connections.all()],
       (connection) => connection.close(CloseCode.draining, 'node draining'),
       closePerSec,
-      timeoutMs * 0.75,
+      timeoutMs / 2,
     );
     const leftMs = Math.max(0, deadline - Date.now());
     let timer: NodeJS.Timeout | undefined;
