@@ -11,14 +11,33 @@
  *
  * Order: requests of one batch are written in arrival order; a caller that must keep order across its
  * requests (one socket's sends) waits for each before making the next, as the gateway does.
+ *
+ * `burstMs` is for requests that come a few milliseconds apart rather than together, as the session starts of
+ * a drain's thousands of resumes do (each hello costs CPU first): gathering only while a batch is in flight
+ * would write nearly one batch each. With it, batches start at most every `burstMs`: a request `burstMs` or
+ * more after the last batch started (one resume alone) is written at once, one sooner waits for the rest of
+ * the window with the others that arrive meanwhile.
  */
 export type Outcome<O> = { ok: true; value: O } | { ok: false; error: unknown };
+
+/** Each value a success: for a batch that succeeds or fails as a whole. */
+export function allOk<O>(values: O[]): Array<Outcome<O>> {
+  return values.map((value) => ({ ok: true, value }));
+}
+
+/**
+ * The `burstMs` of the rows' session-start statements (stream subscriptions, MCP hosting): what a session's
+ * start waits at most, per statement, while a drain's sessions resume together.
+ */
+export const SESSION_START_BURST_MS = 50;
 
 export interface GroupCommitOptions<I, O> {
   /** Writes a batch in one transaction; one outcome per request, in order. */
   write: (batch: I[]) => Promise<Array<Outcome<O>>>;
   maxBatch: number;
   maxInFlight: number;
+  /** The least time between two batches' starts (none: a batch starts whenever one may). */
+  burstMs?: number;
   /** Called with each batch's size (a histogram of batch sizes). */
   onBatch?: (size: number) => void;
 }
@@ -32,6 +51,9 @@ interface Pending<I, O> {
 export class GroupCommit<I, O> {
   private queue: Array<Pending<I, O>> = [];
   private inFlight = 0;
+  /** When the last batch started (performance.now()), and the timer of a `burstMs` window being waited out. */
+  private lastStart = Number.NEGATIVE_INFINITY;
+  private windowTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: GroupCommitOptions<I, O>) {}
 
@@ -44,6 +66,15 @@ export class GroupCommit<I, O> {
 
   private pump(): void {
     while (this.queue.length > 0 && this.inFlight < this.options.maxInFlight) {
+      const wait = this.lastStart + (this.options.burstMs ?? 0) - performance.now();
+      if (wait > 0) {
+        this.windowTimer ??= setTimeout(() => {
+          this.windowTimer = undefined;
+          this.pump();
+        }, wait);
+        return;
+      }
+      this.lastStart = performance.now();
       const batch = this.queue.splice(0, this.options.maxBatch);
       this.inFlight++;
       void this.run(batch).finally(() => {

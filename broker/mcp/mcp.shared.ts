@@ -1,8 +1,8 @@
 import { ProtocolError } from '../../protocol/errors.js';
 import type { Bus, Unsubscribe } from '../bus/bus.js';
 import type { SessionIdentity } from '../connections/connection.js';
-import { Coalescer } from '../db/coalesce.js';
 import { inTransaction, type Pool } from '../db/pool.js';
+import { allOk, GroupCommit, SESSION_START_BURST_MS } from '../delivery/group-commit.js';
 import type { Logger } from '../log.js';
 import { type ListReads, primaryReads } from '../regions/regions.js';
 import { type CallTransport, McpCallProtocol } from './call-protocol.js';
@@ -62,8 +62,10 @@ export class SharedMcpRegistry implements McpRegistry {
    * Every session's start marks its servers back online here, hosting or not: sessions starting together
    * (a drain moves thousands) share one UPDATE.
    */
-  private readonly reconnecting = new Coalescer<string, undefined>({
-    run: (sessionIds) => this.markHostedHere(sessionIds),
+  private readonly reconnecting = new GroupCommit<string, undefined>({
+    write: async (sessionIds) => allOk(await this.markHostedHere(sessionIds)),
+    maxInFlight: 1,
+    burstMs: SESSION_START_BURST_MS,
     maxBatch: HOSTS_PER_UPDATE,
   });
 

@@ -2,8 +2,8 @@ import { ProtocolError } from '../../protocol/errors.js';
 import type { StreamPosition } from '../../protocol/frames.js';
 import type { Bus } from '../bus/bus.js';
 import type { SessionIdentity } from '../connections/connection.js';
-import { Coalescer } from '../db/coalesce.js';
 import { inTransaction, type Pool } from '../db/pool.js';
+import { allOk, GroupCommit, SESSION_START_BURST_MS } from '../delivery/group-commit.js';
 import { type ListReads, primaryReads } from '../regions/regions.js';
 import type { Continuity } from './continuity.js';
 import { assertCanSubscribe, pageOf, type StreamListPage, type StreamPageRequest } from './limits.js';
@@ -34,8 +34,10 @@ const SESSIONS_PER_READ = 1000;
  */
 export class SharedStreams implements Streams {
   /** Sessions starting together (a drain moves thousands) read their subscriptions in one statement. */
-  private readonly startingSessions = new Coalescer<SessionKey, string[]>({
-    run: (sessions) => this.subscriptionsOf(sessions),
+  private readonly startingSessions = new GroupCommit<SessionKey, string[]>({
+    write: async (sessions) => allOk(await this.subscriptionsOf(sessions)),
+    maxInFlight: 1,
+    burstMs: SESSION_START_BURST_MS,
     maxBatch: SESSIONS_PER_READ,
   });
 

@@ -5,7 +5,7 @@
  * to it meanwhile, and it says hello again with its session id: the welcome says `resumed`, and the DM
  * replayed from its backlog marks the end of the hello's work (the backlog read is its last round trip).
  * Then many sessions resume at once, as a drain moves them, on a node with shared streams, MCP and clock:
- * their session starts share statements (broker/db/coalesce.ts), and each still gets its subscriptions
+ * their session starts share statements (the group commit's burst window, broker/delivery/group-commit.ts), and each still gets its subscriptions
  * and its MCP hosting back before its welcome.
  */
 
