@@ -35,6 +35,7 @@ async function lockHolder(client: pg.Client, environment: string): Promise<LockH
     `SELECT a.application_name AS holder, a.backend_start AS since, a.pid
        FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
       WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+        AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
         AND ((l.classid::bigint << 32) | l.objid::bigint) = ${LOCK_KEY_SQL}`,
     [environment],
   );
@@ -67,13 +68,14 @@ export function holderName(actor: string): string {
 
 /**
  * Takes environment's promotion lock, or says who holds it. With `forceUnlock`, a lock older than
- * PROMOTION_LOCK_STALE_MS is taken over.
+ * `staleMs` (PROMOTION_LOCK_STALE_MS; a test passes less) is taken over.
  */
 export async function acquirePromotionLock(
   databaseUrl: string,
   environment: string,
   actor: string,
   forceUnlock = false,
+  staleMs = PROMOTION_LOCK_STALE_MS,
 ): Promise<LockResult> {
   const { connectionString, options } = pinnedConnection(databaseUrl);
   const client = new pg.Client({
@@ -102,7 +104,7 @@ export async function acquirePromotionLock(
     if (await tryLock(client, environment)) return locked();
     const holder = await lockHolder(client, environment);
     const ageMs = holder ? Date.now() - holder.since.getTime() : 0;
-    if (holder && forceUnlock && ageMs >= PROMOTION_LOCK_STALE_MS) {
+    if (holder && forceUnlock && ageMs >= staleMs) {
       if (await takeOver(client, environment, holder)) return { ...locked(), forced: holder };
     }
     await client.end();
@@ -111,7 +113,7 @@ export async function acquirePromotionLock(
       : 'another promotion';
     const hint =
       forceUnlock && holder
-        ? `: --force-unlock takes only a lock older than ${PROMOTION_LOCK_STALE_MS / 60_000} minutes`
+        ? `: --force-unlock takes only a lock older than ${Math.round(staleMs / 60_000)} minutes`
         : '';
     return {
       held: false,
