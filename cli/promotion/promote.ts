@@ -323,7 +323,15 @@ export async function putBack(
 /** Back to the phase before the last promotion (its flag preset), recorded as a rollback. */
 export async function rollback(environment: Environment, actor: string, log: (line: string) => void) {
   const pool = createPool(environment.target.databaseUrl, { max: 2, applicationName: 'workbench-rollback' });
+  // The promotion lock: a rollback does not interleave with a promotion of the same environment.
+  const lock = await acquirePromotionLock(environment.target.databaseUrl, environment.name, actor).catch(
+    async (error) => {
+      await pool.end();
+      throw error;
+    },
+  );
   try {
+    if (!lock.held) throw new Error(lock.reason);
     const last = (
       await pool.query<{ fromPhase: number; toPhase: number }>(
         `SELECT from_phase AS "fromPhase", to_phase AS "toPhase" FROM promotions
@@ -344,6 +352,7 @@ export async function rollback(environment: Environment, actor: string, log: (li
     );
     return last;
   } finally {
+    if (lock.held) await lock.release();
     await pool.end();
   }
 }
