@@ -7,9 +7,6 @@
 export const SLOW_TEST_FILES: string[] = [
   // The whole promotion, phase by phase, each with its smoke checks and a rollback: 845 s.
   'tests/cluster/promote.test.ts',
-  // promote's refusals before any change and --dry-run on a two-node cluster, no smoke run: 47 s (each
-  // `workbench` start takes about 2 s on the shared machine, and the file runs twelve).
-  'tests/cluster/promote-safety.test.ts',
   // The 18 smoke checks against a real cluster of every phase, the node-failure checks killing nodes: 438 s.
   'tests/cluster/smoke.test.ts',
   // `workbench chaos`: its own Postgres and redis-server, a seeded fault schedule under load (95 s run,

@@ -62,8 +62,7 @@ const PROMOTE_OPTIONS = {
 
 export const promoteCommand = defineCommand({
   synopsis: [
-    'promote --env E --to N [--require-passed-in S] [--expectations FILE] [--actor NAME] [--json] [--junit FILE]',
-    '        [--dry-run] [--allow-skip] [--force-unlock]',
+    'promote --env E --to N [--require-passed-in S] [--expectations FILE] [--actor NAME] [--json] [--junit FILE] [--dry-run] [--allow-skip] [--force-unlock]',
   ],
   about: `Checks every input first, takes the environment's promotion lock, then health, policy, smoke, flip to
 phase N's flags, smoke again; rolls back on failure. One phase at a time unless --allow-skip. Prints each step

@@ -178,9 +178,12 @@ export async function promote(options: PromotionOptions): Promise<PromotionOutco
       options.forceUnlock,
     );
     const from = await currentPhase(pool, environment.name, environment.phase);
+    // Not recorded: the last promotions row says the current phase, and only the lock's holder may write it
+    // (a refusal written just after the holder's outcome would put the old phase back on top).
+    if (!lock.held) return { status: 'blocked', from, reason: lock.reason };
     const audit = {
       ...(options.allowSkip && Math.abs(to - from) > 1 ? { allowSkip: true } : {}),
-      ...(lock.held && lock.forced ? { forcedUnlock: lock.forced.holder } : {}),
+      ...(lock.forced ? { forcedUnlock: lock.forced.holder } : {}),
     };
     const block = async (reason: string, failedCheck?: string): Promise<PromotionOutcome> => {
       const outcome: PromotionOutcome = {
@@ -190,10 +193,12 @@ export async function promote(options: PromotionOptions): Promise<PromotionOutco
         ...(failedCheck ? { failedCheck } : {}),
       };
       // A dry run changes nothing, not even the record of its refusal.
-      if (!options.dryRun) await record(pool, environment, from, to, outcome, actor, audit).catch(() => {});
+      if (!options.dryRun)
+        await record(pool, environment, from, to, outcome, actor, audit).catch((error) =>
+          options.log(`could not record the refusal: ${(error as Error).message}`),
+        );
       return outcome;
     };
-    if (!lock.held) return await block(lock.reason);
     if (lock.forced) options.log(`--force-unlock: took the stale lock of ${lock.forced.holder}`);
     const refusal = await preflight(pool, options, from);
     if (refusal) return await block(refusal);
