@@ -4,7 +4,7 @@
  * 3, naming its holder), a skipped phase (exit 3); and `--dry-run`'s plan, which changes nothing. No smoke
  * check runs in this file: each case stops before the first.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -129,7 +129,16 @@ describe('promote refuses before any change', () => {
   });
 });
 
-describe('up checks its options before anything starts', () => {
+describe('up and smoke check their options before anything starts', () => {
+  it('smoke with a malformed expectations file: exit 2 naming the field, no check run', async () => {
+    const bad = join(cwd, 'bad-expectations.json');
+    writeFileSync(bad, JSON.stringify({ checks: { 'cross-node-dm': { expect: 'passes' } } }));
+    const result = await runWorkbench(['smoke', '--phase', '1', '--expectations', bad], env, cwd);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain(`--expectations: ${bad}: checks.cross-node-dm.expect: `);
+    expect((await db.query('SELECT count(*)::int AS n FROM smoke_runs')).rows[0]?.n).toBe(0);
+  });
+
   it.each([
     [['--flags-phase', '9'], '--flags-phase must be 0, 1, 2, 3 or 4, not "9"'],
     [['--env', 'no/such'], '--env must be an environment name'],
