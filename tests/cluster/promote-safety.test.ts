@@ -111,7 +111,7 @@ describe('promote refuses before any change', () => {
     }
   });
 
-  it('skipping a phase: exit 3 without --allow-skip; with it, a dry run plans it', async () => {
+  it('skipping a phase: exit 3 without --allow-skip; with it, a dry run plans it and a run audits it', async () => {
     const before = readFileSync(flagsPath(), 'utf8');
     const result = await promote(['--to', '3']);
     expect(result.code, result.stdout + result.stderr).toBe(3);
@@ -122,10 +122,21 @@ describe('promote refuses before any change', () => {
     expect(allowed.code, allowed.stdout + allowed.stderr).toBe(0);
     expect(allowed.stdout).toContain('--allow-skip: going from phase 1 straight to phase 3');
     expect(allowed.stdout).toContain('dry run: promote local from phase 1 to phase 3');
+    // A skip allowed is audited: here the policy then blocks it, and its audit event says --allow-skip.
+    const audited = await promote(['--to', '3', '--allow-skip', '--require-passed-in', 'staging']);
+    expect(audited.code, audited.stdout + audited.stderr).toBe(3);
+    expect(audited.stdout).toContain('policy: phase 3 has not passed in staging yet');
+    const events = await db.query(
+      "SELECT payload FROM audit_log WHERE event_type = 'promotion.blocked' AND actor = 'release-manager' ORDER BY id",
+    );
+    expect(events.rows.map((row) => row.payload.allowSkip)).toEqual([undefined, true]);
     await expectNothingChanged(before);
     const recorded = await db.query('SELECT to_phase, status FROM promotions ORDER BY id');
-    // The skip's refusal is recorded; a dry run's is not, nor the lock's (only its holder writes promotions).
-    expect(recorded.rows).toEqual([{ to_phase: 3, status: 'blocked' }]);
+    // The refusals are recorded; a dry run's is not, nor the lock's (only its holder writes promotions).
+    expect(recorded.rows).toEqual([
+      { to_phase: 3, status: 'blocked' },
+      { to_phase: 3, status: 'blocked' },
+    ]);
   });
 });
 
