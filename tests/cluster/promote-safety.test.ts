@@ -89,7 +89,7 @@ describe('promote refuses before any change', () => {
     expect((await db.query('SELECT count(*)::int AS n FROM promotions')).rows[0]?.n).toBe(0);
   });
 
-  it('a second promotion while the lock is held: exit 3 naming the holder', async () => {
+  it('a second promotion (or a rollback) while the lock is held: exit 3 naming the holder', async () => {
     const before = readFileSync(flagsPath(), 'utf8');
     // The holder: a promotion elsewhere, as lock.ts takes the lock.
     const holder = new pg.Client({
@@ -105,6 +105,12 @@ describe('promote refuses before any change', () => {
         /blocked, nothing changed: another promotion of local holds the lock: workbench-promote tester@ci:4242 \(since /,
       );
       expect(result.stdout).not.toContain('checking phase');
+      // A rollback waits its turn too.
+      const back = await runWorkbench(['rollback', '--env', 'local'], env, cwd);
+      expect(back.code).toBe(1);
+      expect(back.stderr).toContain(
+        'another promotion of local holds the lock: workbench-promote tester@ci:4242',
+      );
       await expectNothingChanged(before);
     } finally {
       await holder.end();
