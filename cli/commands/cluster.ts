@@ -5,6 +5,7 @@ import { reapRegions } from '../cluster/regions/simulation.js';
 import { launchSupervisor, runSupervisor, tellLauncher } from '../cluster/regions/supervisor.js';
 import { parseRegionOptions } from '../cluster/regions/topology.js';
 import { DEFAULT_DATABASE_URL } from '../database.js';
+import { environmentNameOption, phaseOption } from '../promotion/inputs.js';
 
 /**
  * `workbench up [--phase N] [--nodes K] [--port P] [--lb haproxy|traefik]`: a local cluster of the phase,
@@ -85,11 +86,13 @@ delayed; "workbench region" cuts, restores, kills the primary and switches over.
 
 async function runUpCommand({ values, positionals }: Parsed<typeof UP_OPTIONS>): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
-  const phase = values.phase === undefined ? 3 : Number(values.phase);
-  if (!Number.isInteger(phase) || phase < 0 || phase > 4)
-    throw new UsageError('--phase must be 0, 1, 2, 3 or 4');
+  const phase = values.phase === undefined ? 3 : phaseOption('--phase', values.phase);
   if (values.lb !== undefined && values.lb !== 'haproxy' && values.lb !== 'traefik')
     throw new UsageError('--lb must be haproxy or traefik');
+  // Checked before anything starts: a bad one exits 2 naming it.
+  const flagsPhase =
+    values['flags-phase'] === undefined ? undefined : phaseOption('--flags-phase', values['flags-phase']);
+  environmentNameOption('--env', values.env);
   if (phase === 4) return runRegionsUp(values);
   for (const option of REGION_ONLY)
     if (values[option] !== undefined)
@@ -99,7 +102,7 @@ async function runUpCommand({ values, positionals }: Parsed<typeof UP_OPTIONS>):
     phase,
     nodes: values.nodes === undefined ? undefined : positiveInt('--nodes', values.nodes, 1),
     environment: values.env,
-    flagsPhase: values['flags-phase'] === undefined ? undefined : Number(values['flags-phase']),
+    flagsPhase,
     port: portOption('--port', values.port),
     databaseUrl: values['database-url'] ?? process.env.DATABASE_URL ?? DEFAULT_DATABASE_URL,
     // A REDIS_URL in the environment names a Redis as --redis-url does (every other command reads it
@@ -133,8 +136,6 @@ async function runRegionsUp(values: Parsed<typeof UP_OPTIONS>['values']): Promis
     sync: values.sync,
   });
   const flagsPhase = values['flags-phase'] === undefined ? undefined : Number(values['flags-phase']);
-  if (flagsPhase !== undefined && (!Number.isInteger(flagsPhase) || flagsPhase < 0 || flagsPhase > 4))
-    throw new UsageError('--flags-phase must be 0, 1, 2, 3 or 4');
   const port = portOption('--port', values.port);
   const cwd = process.cwd();
   if (!values.foreground) {

@@ -1,18 +1,29 @@
 import { userInfo } from 'node:os';
 import { defineCommand, type OptionSpec, type Parsed, UsageError } from '../args.js';
 import { resolveEnvironment } from '../environments/environment.js';
+import { exitCodeOf, outcomeLine } from '../promotion/exit-codes.js';
+import { environmentNameOption, phaseOption, targetExpectations } from '../promotion/inputs.js';
+import { PROMOTION_LOCK_STALE_MS } from '../promotion/lock.js';
+import { planLines } from '../promotion/plan.js';
 import { type PromotionOutcome, promote, rollback, type SmokeRun } from '../promotion/promote.js';
 import { junitPathOption, type TestCase, type TestSuite, writeJunitFile } from '../report/junit.js';
 import { type CheckResult, formatResult, junitCase } from '../smoke/run.js';
 
+/** `--env E`, read and checked: a missing or bad environment (its file, a secret's variable) is bad input. */
 function environmentOption(name: string | undefined) {
   if (!name) throw new UsageError('needs --env E');
-  return resolveEnvironment(name);
+  environmentNameOption('--env', name);
+  try {
+    return resolveEnvironment(name);
+  } catch (error) {
+    if (error instanceof UsageError) throw error;
+    throw new UsageError(`--env ${name}: ${(error as Error).message}`);
+  }
 }
 
 /**
- * `workbench promote --env E --to N [--require-passed-in S] [--expectations FILE] [--actor NAME]`: exit 0 when
- * promoted; 1 when blocked (nothing changed) or rolled back (a check failed after the flip), naming the check.
+ * `workbench promote --env E --to N [...]`: every input checked before anything changes; exit 0 promoted
+ * (or a dry run's plan), 1 rolled back, 2 bad input, 3 blocked (nothing changed), 4 the rollback failed.
  */
 const PROMOTE_OPTIONS = {
   env: { type: 'string', value: 'E', help: 'the environment (required)' },
@@ -32,6 +43,15 @@ const PROMOTE_OPTIONS = {
     value: 'NAME',
     help: 'who promotes, as audited (default: WORKBENCH_ACTOR, else the user)',
   },
+  'dry-run': {
+    type: 'boolean',
+    help: 'check the inputs, lock, policy and health, print the plan (flag changes per node, checks); change nothing',
+  },
+  'allow-skip': { type: 'boolean', help: 'allow moving more than one phase at once (audited)' },
+  'force-unlock': {
+    type: 'boolean',
+    help: `take over another promotion's lock if it is older than ${PROMOTION_LOCK_STALE_MS / 60_000} minutes`,
+  },
   json: { type: 'boolean', help: 'JSON lines on stdout: one per step and check, then the outcome' },
   junit: {
     type: 'string',
@@ -42,10 +62,13 @@ const PROMOTE_OPTIONS = {
 
 export const promoteCommand = defineCommand({
   synopsis: [
-    'promote --env E --to N [--require-passed-in S] [--expectations FILE] [--actor NAME] [--json] [--junit FILE]',
+    'promote --env E --to N [--require-passed-in S] [--expectations FILE] [--actor NAME] [--json] [--junit FILE] [--dry-run] [--allow-skip] [--force-unlock]',
   ],
-  about: `Health, smoke, flip to phase N's flags, smoke again; roll back on failure. Prints each step and check as
-it finishes; exit 0 when promoted, 1 when blocked (nothing changed) or rolled back, naming the check.`,
+  about: `Checks every input first, takes the environment's promotion lock, then health, policy, smoke, flip to
+phase N's flags, smoke again; rolls back on failure. One phase at a time unless --allow-skip. Prints each step
+and check as it finishes. Exit codes: 0 promoted (or --dry-run's plan), 1 failed and rolled back, 2 bad input
+(nothing read after it, nothing changed), 3 blocked before any change (lock held, a skip, policy, health, the
+current phase's checks), 4 the rollback itself failed (a human must look).`,
   options: PROMOTE_OPTIONS,
   jsonErrors: true,
   run: runPromoteCommand,
@@ -53,11 +76,12 @@ it finishes; exit 0 when promoted, 1 when blocked (nothing changed) or rolled ba
 
 async function runPromoteCommand({ values, positionals }: Parsed<typeof PROMOTE_OPTIONS>): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
-  if (values.to === undefined || !/^[0-4]$/.test(values.to))
-    throw new UsageError('--to must be 0, 1, 2, 3 or 4');
+  // Every input before anything else: a bad one exits 2 naming it, with nothing opened or changed.
+  const to = phaseOption('--to', values.to);
+  const requirePassedIn = environmentNameOption('--require-passed-in', values['require-passed-in']);
   const junit = junitPathOption(values.junit);
+  const expectations = targetExpectations(to, values.expectations);
   const environment = environmentOption(values.env);
-  const to = Number(values.to);
   const started = Date.now();
   const elapsedMs = () => Date.now() - started;
   // --json: JSON lines (a step, a check, the outcome), each as it happens (docs/promotion.md).
@@ -72,8 +96,11 @@ async function runPromoteCommand({ values, positionals }: Parsed<typeof PROMOTE_
       environment,
       to,
       actor: values.actor ?? process.env.WORKBENCH_ACTOR ?? userInfo().username,
-      requirePassedIn: values['require-passed-in'],
-      expectationsFile: values.expectations,
+      requirePassedIn,
+      expectations,
+      allowSkip: values['allow-skip'],
+      forceUnlock: values['force-unlock'],
+      dryRun: values['dry-run'],
       log: (line) =>
         out
           ? out({ type: 'step', message: line, elapsedMs: elapsedMs() })
@@ -90,27 +117,22 @@ async function runPromoteCommand({ values, positionals }: Parsed<typeof PROMOTE_
       },
     });
   } catch (caught) {
-    error = caught;
-    throw caught;
+    if (caught instanceof UsageError) {
+      error = caught;
+      throw caught;
+    }
+    // promote() catches everything from the flip on (rolled back, or rollback-failed): an error that
+    // reaches here came before any change (the database unreachable, a node's answer unreadable).
+    outcome = { status: 'blocked', from: environment.phase, reason: `error: ${(caught as Error).message}` };
   } finally {
     if (junit) writeJunitFile(junit, promotionSuites(environment.name, to, runs, started, outcome, error));
   }
-  const check = outcome.failedCheck ? ` (check ${outcome.failedCheck})` : '';
+  const exitCode = exitCodeOf(outcome);
   if (out)
-    out({
-      type: 'outcome',
-      environment: environment.name,
-      to,
-      ...outcome,
-      elapsedMs: elapsedMs(),
-    });
-  else
-    console.log(
-      outcome.status === 'promoted'
-        ? `promoted ${environment.name} from phase ${outcome.from} to phase ${to}`
-        : `${outcome.status === 'blocked' ? 'blocked, nothing changed' : 'rolled back to the previous flags'}: ${outcome.reason}${check}`,
-    );
-  return outcome.status === 'promoted' ? 0 : 1;
+    out({ type: 'outcome', environment: environment.name, to, ...outcome, exitCode, elapsedMs: elapsedMs() });
+  else if (outcome.plan) for (const line of planLines(environment.name, outcome.plan)) console.log(line);
+  else console.log(outcomeLine(environment.name, to, outcome));
+  return exitCode;
 }
 
 /**
@@ -144,16 +166,22 @@ export function promotionSuites(
     classname: `promote.${environment}`,
     ms: Math.max(0, Date.now() - started - checksMs),
   };
+  // The exit code is in the case too, as --json's outcome has it: a report alone says how the run ended.
+  const exit = outcome ? exitCodeOf(outcome) : 2;
   const promotion: TestCase =
-    outcome?.status === 'promoted'
-      ? { ...base, status: 'passed', detail: `promoted from phase ${outcome.from} to phase ${to}` }
+    outcome && exit === 0
+      ? {
+          ...base,
+          status: 'passed',
+          detail: `${outcome.plan ? `dry run: would promote from phase ${outcome.from}` : `promoted from phase ${outcome.from}`} to phase ${to} (exit 0)`,
+        }
       : {
           ...base,
           status: 'failed',
           type: outcome?.status ?? 'error',
           message: outcome
-            ? `${outcome.status === 'blocked' ? 'blocked, nothing changed' : 'rolled back to the previous flags'}: ${outcome.reason}${outcome.failedCheck ? ` (check ${outcome.failedCheck})` : ''}`
-            : `promote failed: ${(error as Error)?.message}`,
+            ? `${outcomeLine(environment, to, outcome)} (exit ${exit})`
+            : `promote failed: ${(error as Error)?.message} (exit ${exit})`,
         };
   suites.push({
     name: `promote ${environment} to phase ${to}`,

@@ -1,10 +1,8 @@
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { packageRoot } from '../../broker/paths.js';
 import { defineCommand, type OptionSpec, type Parsed, UsageError } from '../args.js';
 import { resolveEnvironment } from '../environments/environment.js';
+import { targetExpectations } from '../promotion/inputs.js';
 import { junitPathOption, writeJunitFile } from '../report/junit.js';
-import { CHECK_NAMES, type Expectations, formatResult, junitCase, runSmoke } from '../smoke/run.js';
+import { CHECK_NAMES, formatResult, junitCase, runSmoke } from '../smoke/run.js';
 
 /**
  * `workbench smoke --phase N [--env E] [--expectations FILE] [--only A,B]`: runs the smoke checks
@@ -47,10 +45,9 @@ async function runSmokeCommand({ values, positionals }: Parsed<typeof OPTIONS>):
   if (unknown !== undefined)
     throw new UsageError(`unknown check "${unknown}"; the checks: ${CHECK_NAMES.join(', ')}`);
   const junit = junitPathOption(values.junit);
+  // Read and checked before the environment: a bad file exits 2 naming what is wrong, as promote's does.
+  const expectations = targetExpectations(Number(values.phase), values.expectations);
   const environment = resolveEnvironment(values.env);
-  const file =
-    values.expectations ?? join(packageRoot(), 'phases', `phase${values.phase}`, 'expectations.json');
-  const expectations = JSON.parse(readFileSync(file, 'utf8')) as Expectations;
   const started = Date.now();
   const timestamp = new Date(started).toISOString();
   const elapsedMs = () => Date.now() - started;

@@ -35,7 +35,7 @@ export interface Environment {
 /** How long a CLI command waits for one node to answer before calling it down (a remote node may hang). */
 export const NODE_TIMEOUT_MS = 5000;
 
-const ENVIRONMENT_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+export const ENVIRONMENT_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const NODE_ID = /^[A-Za-z0-9_.-]{1,64}$/;
 const httpUrl = z.url({ protocol: /^https?$/ });
 

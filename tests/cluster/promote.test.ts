@@ -69,7 +69,7 @@ describe('workbench promote and rollback', () => {
       env,
       cwd,
     );
-    expect(result.code).toBe(1);
+    expect(result.code).toBe(3);
     expect(result.stdout).toContain(
       'blocked, nothing changed: policy: phase 1 has not passed in staging yet',
     );
@@ -98,6 +98,7 @@ describe('workbench promote and rollback', () => {
       environment: 'local',
       from: 0,
       to: 1,
+      exitCode: 0,
     });
     // Streamed: the first check's line came while the others still ran (half their time before the end).
     const rest = checks.slice(1).reduce((sum, event) => sum + event.ms, 0);

@@ -261,14 +261,14 @@ describe('workbench smoke', () => {
     expect(skipped.stdout).toContain('no control');
     // Promotion through the file: the environment is at phase 3 already; its policy blocks a move to 2.
     const same = await runWorkbench(['promote', '--env', 'phase3', '--to', '3'], secrets, operator);
-    expect(same.code).toBe(1);
+    expect(same.code).toBe(3); // blocked, nothing changed
     expect(same.stdout).toContain('blocked, nothing changed: already at phase 3');
     writeFileSync(
       file,
       JSON.stringify({ ...JSON.parse(readFileSync(file, 'utf8')), requirePassedIn: 'staging' }),
     );
     const policy = await runWorkbench(['promote', '--env', 'phase3', '--to', '2'], secrets, operator);
-    expect(policy.code).toBe(1);
+    expect(policy.code).toBe(3);
     expect(policy.stdout).toContain('policy: phase 2 has not passed in staging yet');
     // Flags of the environment through its file: its provider, its database, its nodes.
     const listed = await runWorkbench(['flags', 'list', '--env', 'phase3', '--json'], secrets, operator);

@@ -29,6 +29,10 @@ describe('per-command help', () => {
     ['promote', '--actor'],
     ['promote', '--json'],
     ['promote', '--junit'],
+    ['promote', '--dry-run'],
+    ['promote', '--allow-skip'],
+    ['promote', '--force-unlock'],
+    ['promote', '4 the rollback itself failed'],
     ['smoke', '--junit'],
     ['status', '--json'],
   ])('%s names %s', async (name, option) => {
