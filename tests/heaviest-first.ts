@@ -17,6 +17,7 @@ export const HEAVIEST_FILES: string[] = [
   'tests/cluster/streams-node-kill.test.ts', // 41 s (loaded run): 1000 subscriptions across a SIGKILL
   'tests/process/audit-checkpoint.test.ts', // 36 s
   'tests/contract/schedules.test.ts', // 30 s
+  'tests/cluster/promote-safety.test.ts', // 11 s idle, 25–47 s loaded: two-node clusters, promote refused each way
   'tests/cluster/console.test.ts', // 27 s
   'tests/integration/abuse-schedules-watches.test.ts', // 23 s
   'tests/integration/abuse-mcp.test.ts', // 20 s
