@@ -314,7 +314,8 @@ describe('the rate plots and the timeline of flag changes and promotions', () =>
     );
     expect(flip.code, flip.stderr).toBe(0);
     const promotion = await runWorkbench(['promote', '--env', cluster.flagsEnv, '--to', '3'], operator, cwd);
-    expect(promotion.code, promotion.stdout + promotion.stderr).toBe(1);
+    // Blocked before any change: exit 3 (docs/promotion.md § Exit codes).
+    expect(promotion.code, promotion.stdout + promotion.stderr).toBe(3);
     expect(promotion.stdout).toContain('blocked, nothing changed: already at phase 3');
     await db.query('INSERT INTO smoke_runs (environment, phase, passed, results) VALUES ($1, $2, $3, $4)', [
       cluster.flagsEnv,
