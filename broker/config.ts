@@ -6,6 +6,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { defaultFlagsDir } from '../flags/file-store.js';
 import { packageRoot } from './paths.js';
+import { activePlant, type PlantName, PlantRefused } from './plants.js';
 import { parseRedisClusterNodes, type RedisClusterNode } from './redis/cluster-nodes.js';
 import { readConfigFile, withSecretFiles } from './secrets/files.js';
 import { redactUrl } from './secrets/redact.js';
@@ -155,6 +156,8 @@ export interface BrokerConfig {
   frameRatePerSec: number;
   /** Frames a socket may send at once above its rate before it is paced. */
   frameBurst: number;
+  /** A planted bug, tests only (WORKBENCH_PLANT with WORKBENCH_TEST_PLANTS=1; docs/chaos.md § Planted bugs). */
+  plant?: PlantName;
 }
 
 export class ConfigError extends Error {
@@ -462,5 +465,16 @@ export function loadConfig(given: Env = process.env): BrokerConfig {
     helloPendingPerAddress: int(env, 'HELLO_PENDING_PER_ADDRESS', 256, 1, 1_000_000),
     frameRatePerSec: int(env, 'FRAME_RATE_PER_SEC', 1000, 1, 10_000_000),
     frameBurst: int(env, 'FRAME_BURST', 2000, 1, 10_000_000),
+    plant: testPlant(env),
   };
+}
+
+/** A planted bug for the chaos tests (broker/plants.ts): refused, as bad configuration, outside them. */
+function testPlant(env: Env): PlantName | undefined {
+  try {
+    return activePlant(env);
+  } catch (error) {
+    if (error instanceof PlantRefused) throw new ConfigError(error.variable, error.message);
+    throw error;
+  }
 }

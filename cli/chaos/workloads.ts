@@ -92,6 +92,8 @@ export async function runLoad(
     drainMs: number;
     signal: AbortSignal;
     history?: Recorder;
+    /** Off for the planted bug `sdk-dedup-off` only. */
+    dedup?: boolean;
   },
 ): Promise<GeneratorFacts> {
   const plans = await createLoadMeshes(
@@ -110,6 +112,7 @@ export async function runLoad(
       signal: options.signal,
       history: options.history,
       judgeStreams: false,
+      dedup: options.dedup,
     },
     checker,
   );

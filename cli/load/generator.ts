@@ -38,6 +38,8 @@ export interface GeneratorOptions {
    * and a group send is owed to every other member of the sender's mesh in it. Default `load`.
    */
   group?: string;
+  /** The SDK's dedup (default on); off only for the chaos plant `sdk-dedup-off` (broker/plants.ts). */
+  dedup?: boolean;
 }
 
 export interface GeneratorFacts {
@@ -109,6 +111,7 @@ async function connectPeers(
       ...(inGroup(plan) ? { groups: [group] } : {}),
       requestTimeoutMs: REQUEST_TIMEOUT_MS,
       backoff: { initialMs: 100, maxMs: 2000 },
+      ...(options.dedup === false ? { dedup: false } : {}),
     });
     const me = plan.keys.pubkey;
     const process = processOf(plan);
