@@ -58,7 +58,7 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
   if (config.plant)
     log.warn(
       { plant: config.plant },
-      `PLANTED BUG "${config.plant}" IS ON: ${plantInfo(config.plant).description}; tests only, never serve real traffic`,
+      `PLANTED BUG ${config.plant} IS ON: ${plantInfo(config.plant).description}; tests only, never serve real traffic`,
     );
   const metrics = new BrokerMetrics(config.nodeId);
   let infrastructure: Infrastructure;
