@@ -386,6 +386,8 @@ function flagSource(env: Env) {
   return { flagsEnv, flagsProvider, unleashUrl } as const;
 }
 
+const POSTGRES = ['postgres:', 'postgresql:'];
+
 /** Every variable the broker reads, with its default; the README's configuration table mirrors this. */
 export function loadConfig(given: Env = process.env): BrokerConfig {
   const env = withSecretFiles(given, (variable, message) => new ConfigError(variable, message));
@@ -393,10 +395,7 @@ export function loadConfig(given: Env = process.env): BrokerConfig {
   const { flagsEnv, flagsProvider, unleashUrl } = flagSource(env);
   const heartbeatMs = int(env, 'HEARTBEAT_MS', 15_000, 100, 300_000);
   const maxFrameBytes = int(env, 'MAX_FRAME_BYTES', 64 * 1024, 1024, 16 * 1024 * 1024);
-  const databaseUrl = url(env, 'DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/meshbroker', [
-    'postgres:',
-    'postgresql:',
-  ]);
+  const databaseUrl = url(env, 'DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/meshbroker', POSTGRES);
   const redisUrl = url(env, 'REDIS_URL', 'redis://127.0.0.1:6379', ['redis:', 'rediss:']);
   const region = regionName(env, 'REGION');
   const redisRemoteUrls = remoteRedisUrls(env, redisUrl);
@@ -406,7 +405,7 @@ export function loadConfig(given: Env = process.env): BrokerConfig {
     databaseUrl,
     region,
     primaryRegion: regionName(env, 'PRIMARY_REGION'),
-    databaseReadUrl: url(env, 'DATABASE_READ_URL', databaseUrl, ['postgres:', 'postgresql:']),
+    databaseReadUrl: url(env, 'DATABASE_READ_URL', databaseUrl, POSTGRES),
     redisRemoteUrls,
     redisCountersUrl: url(env, 'REDIS_COUNTERS_URL', redisUrl, ['redis:', 'rediss:']),
     startupDbWaitMs: int(env, 'STARTUP_DB_WAIT_MS', 60_000, 0, 3_600_000),
