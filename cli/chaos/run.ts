@@ -34,6 +34,7 @@ import {
   inflict,
   planFaults,
 } from './faults.js';
+import { LeaseWatch } from './lease-watch.js';
 import { McpWorkload } from './mcp-workload.js';
 import { pauseLeader, restartSkewed, waitNodeHealthy } from './node-faults.js';
 import { type BusStats, NodeLinks } from './partitions.js';
@@ -164,6 +165,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   let mcp: McpWorkload | undefined;
   let watches: WatchWorkload | undefined;
   let history: HistoryWriter | undefined;
+  let lease: LeaseWatch | undefined;
   const cwd = mkdtempSync(join(tmpdir(), 'wb-chaos-'));
   try {
     history = new HistoryWriter(options.history ?? join(cwd, 'history.jsonl'));
@@ -214,6 +216,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       `capacity ${capacity.dmPerSecond} DM/s; workload at ${targetPerSecond} durable sends/s: ` +
         `${rates.dm} dm, ${rates.broadcast} broadcast, ${rates.group} group, ${rates.stream} stream, ${rates.mcp} mcp a second`,
     );
+    lease = new LeaseWatch(pool);
     schedules = await ScheduleWorkload.start(target, history);
     clock = await ClockWorkload.start(target, history);
     mcp = await McpWorkload.start(target, history);
@@ -304,6 +307,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       report.interrupted = true;
       return report;
     }
+    lease.stop();
     await recordAudit(pool, history);
     report.history = { path: history.path, operations: history.count };
     history.close();
@@ -314,6 +318,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       await auditProperty(pool),
       await scheduleProperty(pool, schedules),
       clockProperty(clock),
+      lease.property(),
       faultsProperty(faults),
       checked.property,
     ];
@@ -334,6 +339,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       report.error ??= (error as Error).message;
       report.ok = false;
     }
+    lease?.stop();
     schedules?.close();
     await clock?.close();
     mcp?.close();
