@@ -12,54 +12,60 @@ import type { Property } from './verify.js';
 const SAMPLE_MS = 100;
 const MAX_PROBLEMS = 10;
 
-interface Sample {
+export interface LeaseSample {
   holder: string;
   epoch: number;
 }
 
 export class LeaseWatch {
-  private readonly timer: NodeJS.Timeout;
+  private timer: NodeJS.Timeout | undefined;
   private reading = false;
-  private last: Sample | undefined;
+  private last: LeaseSample | undefined;
   samples = 0;
   changes = 0;
   readonly problems: string[] = [];
   private violations = 0;
 
-  constructor(private readonly pool: Pool) {
-    this.timer = setInterval(() => void this.sample(), SAMPLE_MS);
+  /** Reads the row every SAMPLE_MS from now on. */
+  static start(pool: Pool): LeaseWatch {
+    const watch = new LeaseWatch();
+    watch.timer = setInterval(() => void watch.sample(pool), SAMPLE_MS);
+    return watch;
   }
 
   stop(): void {
     clearInterval(this.timer);
   }
 
-  private async sample(): Promise<void> {
+  private async sample(pool: Pool): Promise<void> {
     if (this.reading) return;
     this.reading = true;
     try {
-      const result = await this.pool.query<Sample>(
+      const result = await pool.query<LeaseSample>(
         "SELECT holder, epoch::int AS epoch FROM cluster_leases WHERE name = 'active'",
       );
-      const now = result.rows[0];
-      if (!now) return;
-      this.samples++;
-      const before = this.last;
-      this.last = now;
-      if (!before || (before.holder === now.holder && before.epoch === now.epoch)) return;
-      if (before.holder !== now.holder) this.changes++;
-      const wrong = now.epoch < before.epoch || (before.holder !== now.holder && now.epoch <= before.epoch);
-      if (!wrong) return;
-      this.violations++;
-      if (this.problems.length < MAX_PROBLEMS)
-        this.problems.push(
-          `${before.holder} (epoch ${before.epoch}) then ${now.holder} (epoch ${now.epoch}): ${now.epoch < before.epoch ? 'the epoch went back' : 'another holder without a new epoch'}`,
-        );
+      if (result.rows[0]) this.observe(result.rows[0]);
     } catch {
       // Postgres restarting or cut: the next sample reads again.
     } finally {
       this.reading = false;
     }
+  }
+
+  /** One reading of the row, judged against the one before. */
+  observe(now: LeaseSample): void {
+    this.samples++;
+    const before = this.last;
+    this.last = now;
+    if (!before || (before.holder === now.holder && before.epoch === now.epoch)) return;
+    if (before.holder !== now.holder) this.changes++;
+    const wrong = now.epoch < before.epoch || (before.holder !== now.holder && now.epoch <= before.epoch);
+    if (!wrong) return;
+    this.violations++;
+    if (this.problems.length < MAX_PROBLEMS)
+      this.problems.push(
+        `${before.holder} (epoch ${before.epoch}) then ${now.holder} (epoch ${now.epoch}): ${now.epoch < before.epoch ? 'the epoch went back' : 'another holder without a new epoch'}`,
+      );
   }
 
   property(): Property {

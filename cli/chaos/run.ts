@@ -216,7 +216,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       `capacity ${capacity.dmPerSecond} DM/s; workload at ${targetPerSecond} durable sends/s: ` +
         `${rates.dm} dm, ${rates.broadcast} broadcast, ${rates.group} group, ${rates.stream} stream, ${rates.mcp} mcp a second`,
     );
-    lease = new LeaseWatch(pool);
+    lease = LeaseWatch.start(pool);
     schedules = await ScheduleWorkload.start(target, history);
     clock = await ClockWorkload.start(target, history);
     mcp = await McpWorkload.start(target, history);

@@ -9,6 +9,7 @@ import { loadConfig } from '../../broker/config.js';
 import { activePlant, PLANT_NAMES, PLANTS, PlantRefused } from '../../broker/plants.js';
 import { UsageError } from '../../cli/args.js';
 import { isFaultKind } from '../../cli/chaos/faults.js';
+import { LeaseWatch } from '../../cli/chaos/lease-watch.js';
 import { judgePlant, plantEnv, plantKinds, plantOption } from '../../cli/chaos/plants.js';
 import { MINIMAL_ENV as BASE, configErrorFor } from '../helpers/config.js';
 
@@ -86,5 +87,32 @@ describe('a plant verdict', () => {
     expect(judgePlant('schedule-unclaimed', false, named).caught).toBe(false);
     // Passed: nothing caught, whatever was named.
     expect(judgePlant('clock-unfenced', true, named).caught).toBe(false);
+  });
+});
+
+describe('the lease watch (lease-epochs)', () => {
+  it('passes holders that change with a higher epoch, fails one without, and an epoch going back', () => {
+    const clean = new LeaseWatch();
+    for (const sample of [
+      { holder: 'broker-1', epoch: 1 },
+      { holder: 'broker-1', epoch: 1 },
+      { holder: 'broker-2', epoch: 2 },
+    ])
+      clean.observe(sample);
+    expect(clean.property()).toMatchObject({ ok: true, name: 'lease-epochs' });
+
+    const stolen = new LeaseWatch();
+    stolen.observe({ holder: 'broker-1', epoch: 3 });
+    stolen.observe({ holder: 'broker-2', epoch: 3 });
+    stolen.observe({ holder: 'broker-2', epoch: 2 });
+    expect(stolen.property().ok).toBe(false);
+    expect(stolen.property().problems).toEqual([
+      'broker-1 (epoch 3) then broker-2 (epoch 3): another holder without a new epoch',
+      'broker-2 (epoch 3) then broker-2 (epoch 2): the epoch went back',
+    ]);
+  });
+
+  it('fails when the row was never read (nothing judged)', () => {
+    expect(new LeaseWatch().property().ok).toBe(false);
   });
 });
