@@ -18,7 +18,7 @@ export const SLOW_TEST_FILES: string[] = [
   'tests/process/chaos-check.test.ts',
   // `workbench soak --seeds 0 --soak 30s`: one real 30 s chaos run as the matrix's child (about 70 s).
   'tests/process/soak-matrix.test.ts',
-  // `workbench chaos --plant`: two real 30 s chaos runs with one planted bug each (about 80 s each).
+  // `workbench chaos --plant`: two real 30 s chaos runs with one planted bug each: 147 s (62 s and 84 s).
   'tests/process/chaos-plants.test.ts',
   'tests/cluster/chaos-faults-partitions.test.ts',
   'tests/cluster/chaos-faults-processes.test.ts',
