@@ -6,6 +6,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { defaultFlagsDir } from '../flags/file-store.js';
 import { packageRoot } from './paths.js';
+import { activePlant, type PlantName, PlantRefused } from './plants.js';
 import { parseRedisClusterNodes, type RedisClusterNode } from './redis/cluster-nodes.js';
 import { readConfigFile, withSecretFiles } from './secrets/files.js';
 import { redactUrl } from './secrets/redact.js';
@@ -157,6 +158,8 @@ export interface BrokerConfig {
   frameRatePerSec: number;
   /** Frames a socket may send at once above its rate before it is paced. */
   frameBurst: number;
+  /** A planted bug, tests only (WORKBENCH_PLANT with WORKBENCH_TEST_PLANTS=1; docs/chaos.md § Planted bugs). */
+  plant?: PlantName;
 }
 
 export class ConfigError extends Error {
@@ -396,6 +399,8 @@ function watchSettings(env: Env) {
   } as const;
 }
 
+const POSTGRES = ['postgres:', 'postgresql:'];
+
 /** Every variable the broker reads, with its default; the README's configuration table mirrors this. */
 export function loadConfig(given: Env = process.env): BrokerConfig {
   const env = withSecretFiles(given, (variable, message) => new ConfigError(variable, message));
@@ -403,10 +408,7 @@ export function loadConfig(given: Env = process.env): BrokerConfig {
   const { flagsEnv, flagsProvider, unleashUrl } = flagSource(env);
   const heartbeatMs = int(env, 'HEARTBEAT_MS', 15_000, 100, 300_000);
   const maxFrameBytes = int(env, 'MAX_FRAME_BYTES', 64 * 1024, 1024, 16 * 1024 * 1024);
-  const databaseUrl = url(env, 'DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/meshbroker', [
-    'postgres:',
-    'postgresql:',
-  ]);
+  const databaseUrl = url(env, 'DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/meshbroker', POSTGRES);
   const redisUrl = url(env, 'REDIS_URL', 'redis://127.0.0.1:6379', ['redis:', 'rediss:']);
   const region = regionName(env, 'REGION');
   const redisRemoteUrls = remoteRedisUrls(env, redisUrl);
@@ -416,7 +418,7 @@ export function loadConfig(given: Env = process.env): BrokerConfig {
     databaseUrl,
     region,
     primaryRegion: regionName(env, 'PRIMARY_REGION'),
-    databaseReadUrl: url(env, 'DATABASE_READ_URL', databaseUrl, ['postgres:', 'postgresql:']),
+    databaseReadUrl: url(env, 'DATABASE_READ_URL', databaseUrl, POSTGRES),
     redisRemoteUrls,
     redisCountersUrl: url(env, 'REDIS_COUNTERS_URL', redisUrl, ['redis:', 'rediss:']),
     startupDbWaitMs: int(env, 'STARTUP_DB_WAIT_MS', 60_000, 0, 3_600_000),
@@ -472,5 +474,16 @@ export function loadConfig(given: Env = process.env): BrokerConfig {
     helloPendingPerAddress: int(env, 'HELLO_PENDING_PER_ADDRESS', 256, 1, 1_000_000),
     frameRatePerSec: int(env, 'FRAME_RATE_PER_SEC', 1000, 1, 10_000_000),
     frameBurst: int(env, 'FRAME_BURST', 2000, 1, 10_000_000),
+    plant: testPlant(env),
   };
+}
+
+/** A planted bug for the chaos tests (broker/plants.ts): refused, as bad configuration, outside them. */
+function testPlant(env: Env): PlantName | undefined {
+  try {
+    return activePlant(env);
+  } catch (error) {
+    if (error instanceof PlantRefused) throw new ConfigError(error.variable, error.message);
+    throw error;
+  }
 }

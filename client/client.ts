@@ -71,6 +71,11 @@ export interface MeshClientOptions {
   connectTimeoutMs?: number;
   /** Opt-in: where the SDK says what it does (state changes, reconnects, dropped frames). */
   logger?: MeshLogger;
+  /**
+   * Drop a message (or watch notification) whose messageId was already handed over (default true).
+   * `false` is for the chaos tests' planted bug `sdk-dedup-off` only: the application then sees redeliveries.
+   */
+  dedup?: boolean;
 }
 
 /** docs/sdk.md § States has the machine as a table. */
@@ -497,7 +502,7 @@ export class MeshClient extends Emitter<ClientEvents> {
       return;
     }
     const fresh = this.seen.add(message.messageId);
-    if (fresh) {
+    if (fresh || this.options.dedup === false) {
       if (message.type === 'message') this.emit('message', message);
       else this.emit('watch.triggered', message);
     }

@@ -18,6 +18,8 @@ export const SLOW_TEST_FILES: string[] = [
   'tests/process/chaos-check.test.ts',
   // `workbench soak --seeds 0 --soak 30s`: one real 30 s chaos run as the matrix's child (about 70 s).
   'tests/process/soak-matrix.test.ts',
+  // `workbench chaos --plant`: two real 30 s chaos runs with one planted bug each: 147 s (62 s and 84 s).
+  'tests/process/chaos-plants.test.ts',
   'tests/cluster/chaos-faults-partitions.test.ts',
   'tests/cluster/chaos-faults-processes.test.ts',
   // A real unleash-server (its start alone takes most of a minute) and a node's backoff: 119 s and 104 s.

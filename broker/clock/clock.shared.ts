@@ -2,6 +2,7 @@ import { ProtocolError } from '../../protocol/errors.js';
 import type { Bus } from '../bus/bus.js';
 import type { Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
+import { planted } from '../plants.js';
 import { type HomeRegionRule, NO_HOME_RULE } from '../regions/regions.js';
 import { PeriodicTask } from '../timing/periodic.js';
 import {
@@ -246,10 +247,12 @@ export class SharedClocks implements MeshClocks {
 
   private async tick(meshId: string, led: Led): Promise<void> {
     if (this.led.get(meshId) !== led) return;
+    // PLANTED BUG (tests only): the tick skips the epoch fence, so a deposed leader's ticks still count.
+    const fence = planted('clock-unfenced') ? '$2::int IS NOT NULL' : 'epoch = $2';
     try {
       const result = await this.options.pool.query<ClockRow>(
         `UPDATE mesh_clocks SET tick = tick + 1, sim_time_ms = sim_time_ms + round(speed * $3)::bigint, updated_at = now()
-          WHERE mesh_id = $1 AND epoch = $2 AND NOT paused
+          WHERE mesh_id = $1 AND ${fence} AND NOT paused
           RETURNING ${CLOCK_ROW_COLUMNS}`,
         [meshId, led.epoch, this.options.tickMs],
       );

@@ -13,6 +13,7 @@
  */
 import pg from 'pg';
 import type { Logger } from '../log.js';
+import { planted } from '../plants.js';
 import { PeriodicTask } from '../timing/periodic.js';
 
 export class ClockLeadership {
@@ -44,6 +45,8 @@ export class ClockLeadership {
   /** Tries to lead the mesh's clock; true when this node holds the lock (now or already). */
   async acquire(meshId: string): Promise<boolean> {
     if (this.held.has(meshId)) return true;
+    // PLANTED BUG (tests only): leads without the lock, so every node that asks leads at once.
+    if (planted('clock-unfenced')) this.held.add(meshId);
     const client = await this.connection();
     const result = await client.query<{ ok: boolean }>(
       "SELECT pg_try_advisory_lock(hashtextextended('clock:' || $1, 0)) AS ok",

@@ -35,6 +35,7 @@
 import type { DurableFrame } from '../../protocol/frames.js';
 import type { ConnectionFeed } from '../connections/connection.js';
 import type { Logger } from '../log.js';
+import { planted } from '../plants.js';
 
 export interface FeedItem {
   seq: number;
@@ -130,6 +131,13 @@ export class SessionFeed implements ConnectionFeed {
         return;
       }
       const next = hint.seq === this.cursor + 1;
+      // PLANTED BUG (tests only): a hint beyond a gap written on its word, ahead of the items before it;
+      // the cursor passes them, so this session gets them only after a reconnect's replay, if ever.
+      if (planted('feed-out-of-order') && !next) {
+        this.write(hint);
+        this.counted(path, 1);
+        return;
+      }
       if (path === 'local' && next && this.started && !this.reading && !this.socket.congested) {
         this.write(hint);
         this.counted('local', 1);

@@ -7,6 +7,7 @@ import { ackFrame, sendFrame } from '../../protocol/requests.js';
 import type { FrameRoutes } from '../../protocol/routes.js';
 import type { AuditLog } from '../audit/audit.js';
 import type { BrokerMetrics } from '../metrics.js';
+import { planted } from '../plants.js';
 import type { RateLimits } from '../rate-limits/rate-limits.js';
 import type { Delivery } from './delivery.js';
 import { sendMessage } from './send-path.js';
@@ -59,6 +60,13 @@ export function registerMessaging(router: FrameRoutes, options: MessagingOptions
         recipients: accepted.recipients.length,
       };
     });
+    if (planted('ack-before-commit')) {
+      // PLANTED BUG (tests only): `sent` before the commit; a transaction that fails after it is a lost write.
+      later.catch(() => {});
+      return {
+        later: Promise.resolve({ type: 'sent' as const, id: frame.id, messageId: '', recipients: 0 }),
+      };
+    }
     return { later };
   });
 

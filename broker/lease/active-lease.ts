@@ -1,6 +1,7 @@
 import type { Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
 import type { BrokerMetrics } from '../metrics.js';
+import { planted } from '../plants.js';
 import { PeriodicTask } from '../timing/periodic.js';
 import type { BackgroundGate } from './background-gate.js';
 
@@ -75,15 +76,17 @@ export class ActiveLease implements BackgroundGate {
   private async claim(): Promise<void> {
     const { pool, nodeId, ttlMs, log } = this.options;
     const startedAt = Date.now();
+    // PLANTED BUG (tests only): the claim takes the lease whoever holds it, and keeps the old epoch.
+    const unfenced = planted('lease-no-epoch');
     try {
       const result = await pool.query<{ holder: string; epoch: number }>(
         `INSERT INTO cluster_leases (name, holder, epoch, expires_at)
          VALUES ($1, $2, 1, now() + make_interval(secs => $3 / 1000.0))
          ON CONFLICT (name) DO UPDATE
-           SET epoch = CASE WHEN cluster_leases.holder = excluded.holder THEN cluster_leases.epoch
+           SET epoch = CASE WHEN cluster_leases.holder = excluded.holder ${unfenced ? 'OR true' : ''} THEN cluster_leases.epoch
                             ELSE cluster_leases.epoch + 1 END,
                holder = excluded.holder, expires_at = excluded.expires_at
-           WHERE cluster_leases.holder = excluded.holder OR cluster_leases.expires_at < now()
+           WHERE cluster_leases.holder = excluded.holder OR cluster_leases.expires_at < now() ${unfenced ? 'OR true' : ''}
          RETURNING holder, epoch`,
         [LEASE, nodeId, ttlMs],
       );

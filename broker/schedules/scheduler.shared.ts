@@ -3,6 +3,7 @@ import { parseMessageId } from '../delivery/message-id.js';
 import { acceptMessage } from '../delivery/send-path.js';
 import type { AcceptedMessage } from '../delivery/store.js';
 import type { Logger } from '../log.js';
+import { planted } from '../plants.js';
 import { type HomeRegionRule, NO_HOME_RULE } from '../regions/regions.js';
 import { PeriodicTask } from '../timing/periodic.js';
 import {
@@ -109,12 +110,15 @@ export class SharedScheduler implements Scheduler {
 
   private async fire(scheduleId: string): Promise<void> {
     const { pool, store, nodeId, metrics, log } = this.options;
+    // PLANTED BUG (tests only): fired without its claim: no lock on the schedule, its occurrence row ignored.
+    const unclaimed = planted('schedule-unclaimed');
     try {
       const outcome = await inTransaction(pool, async (client) => {
-        await client.query("SELECT pg_advisory_xact_lock(hashtextextended('schedule:' || $1, 0))", [
-          scheduleId,
-        ]);
-        const schedule = await store.get(scheduleId, client, { lockIfDue: true });
+        if (!unclaimed)
+          await client.query("SELECT pg_advisory_xact_lock(hashtextextended('schedule:' || $1, 0))", [
+            scheduleId,
+          ]);
+        const schedule = await store.get(scheduleId, client, { lockIfDue: !unclaimed });
         if (!schedule) return undefined; // fired, cancelled or finished meanwhile
         const occurrence = schedule.occurrences + 1;
         const claimed = await client.query(
@@ -122,7 +126,7 @@ export class SharedScheduler implements Scheduler {
            ON CONFLICT DO NOTHING RETURNING 1`,
           [scheduleId, occurrence, nodeId],
         );
-        if (claimed.rowCount === 0) return undefined;
+        if (claimed.rowCount === 0 && !unclaimed) return undefined;
         const next = schedule.cron
           ? nextCronRun(schedule.cron, schedule.tz ?? 'UTC', laterOf(new Date(), schedule.nextFireAt))
           : null;

@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { createPool, type Pool } from '../../broker/db/pool.js';
 import { flagChangeLedger } from '../../broker/flag-changes.js';
 import { pushRefreshOnce } from '../../broker/flag-refresh.js';
+import type { PlantName } from '../../broker/plants.js';
 import { fileFlagsAccess } from '../../flags/access.js';
 import { changeFlag } from '../../flags/changes.js';
 import { type FlagKey, isFlagKey } from '../../flags/registry.js';
@@ -33,9 +34,11 @@ import {
   inflict,
   planFaults,
 } from './faults.js';
+import { LeaseWatch } from './lease-watch.js';
 import { McpWorkload } from './mcp-workload.js';
 import { pauseLeader, restartSkewed, waitNodeHealthy } from './node-faults.js';
 import { type BusStats, NodeLinks } from './partitions.js';
+import { judgePlant, type PlantVerdict, plantEnv } from './plants.js';
 import { ThrowawayPostgres, ThrowawayRedis } from './services.js';
 import { sleep } from './sleep.js';
 import {
@@ -90,6 +93,8 @@ export interface ChaosOptions {
   keep: boolean;
   log: (line: string) => void;
   signal: AbortSignal;
+  /** A planted bug the brokers (or the workload's SDK) run with (docs/chaos.md § Planted bugs). */
+  plant?: PlantName;
 }
 
 export interface FaultRecord extends Fault {
@@ -121,6 +126,8 @@ export interface ChaosReport {
   /** The working folder (cluster.json, logs) when kept. */
   kept?: { dir: string; postgres: string; redisPid?: number };
   error?: string;
+  /** With `--plant`: whether the run caught it (failed, naming one of the plant's anomalies). */
+  plant?: PlantVerdict;
 }
 
 const sleepUntil = (at: number, signal: AbortSignal) => sleep(at - Date.now(), signal);
@@ -145,6 +152,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     ...(options.kinds ? { kinds: options.kinds } : {}),
     faults,
     properties: [],
+    // Not caught until a verdict names it (a run that errors or is interrupted catches nothing).
+    ...(options.plant ? { plant: judgePlant(options.plant, true, new Set()) } : {}),
   };
   let postgres: ThrowawayPostgres | undefined;
   let redis: ThrowawayRedis | undefined;
@@ -156,6 +165,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   let mcp: McpWorkload | undefined;
   let watches: WatchWorkload | undefined;
   let history: HistoryWriter | undefined;
+  let lease: LeaseWatch | undefined;
   const cwd = mkdtempSync(join(tmpdir(), 'wb-chaos-'));
   try {
     history = new HistoryWriter(options.history ?? join(cwd, 'history.jsonl'));
@@ -181,7 +191,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       redisUrl: redis.url,
       nodeEnv: (id, shared) => links.env(id, shared),
       cwd,
-      env: CHAOS_ENV,
+      env: { ...CHAOS_ENV, ...plantEnv(options.plant) },
       log,
     });
     const ids = cluster.nodes.map((n) => n.id);
@@ -206,6 +216,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       `capacity ${capacity.dmPerSecond} DM/s; workload at ${targetPerSecond} durable sends/s: ` +
         `${rates.dm} dm, ${rates.broadcast} broadcast, ${rates.group} group, ${rates.stream} stream, ${rates.mcp} mcp a second`,
     );
+    lease = LeaseWatch.start(pool);
     schedules = await ScheduleWorkload.start(target, history);
     clock = await ClockWorkload.start(target, history);
     mcp = await McpWorkload.start(target, history);
@@ -220,6 +231,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       drainMs: DRAIN_MS,
       signal,
       history,
+      ...(options.plant === 'sdk-dedup-off' ? { dedup: false } : {}),
     });
     // Schedules stop being created early enough that the last is due (≤ 4 s later) before the run ends.
     const scheduling = schedules.run(options.seed, Math.max(0, options.durationMs - 6000), signal);
@@ -295,19 +307,26 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       report.interrupted = true;
       return report;
     }
+    lease.stop();
     await recordAudit(pool, history);
     report.history = { path: history.path, operations: history.count };
     history.close();
+    const checked = await historyProperty(history.path);
     report.properties = [
       workloadProperty(report.workload),
       ...deliveryProperties(report.load),
       await auditProperty(pool),
       await scheduleProperty(pool, schedules),
       clockProperty(clock),
+      lease.property(),
       faultsProperty(faults),
-      await historyProperty(history.path),
+      checked.property,
     ];
     report.ok = report.properties.every((p) => p.ok);
+    if (options.plant) {
+      const named = new Set([...report.properties.filter((p) => !p.ok).map((p) => p.name), ...checked.kinds]);
+      report.plant = judgePlant(options.plant, report.ok, named);
+    }
     return report;
   } catch (error) {
     report.error = (error as Error).message;
@@ -320,6 +339,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       report.error ??= (error as Error).message;
       report.ok = false;
     }
+    lease?.stop();
     schedules?.close();
     await clock?.close();
     mcp?.close();
@@ -451,11 +471,14 @@ async function recordAudit(pool: Pool, history: HistoryWriter): Promise<void> {
   }
 }
 
-/** The independent checkers over the run's own history (what `workbench chaos check` would say). */
-async function historyProperty(path: string): Promise<Property> {
+/**
+ * The independent checkers over the run's own history (what `workbench chaos check` would say), and the
+ * kinds of anomaly they named (a plant's verdict looks for its own).
+ */
+async function historyProperty(path: string): Promise<{ property: Property; kinds: string[] }> {
   const result = await checkHistory(path);
   const counts = Object.entries(result.counts).map(([kind, n]) => `${n} ${kind}`);
-  return {
+  const property: Property = {
     name: 'history',
     ok: result.ok,
     summary:
@@ -465,4 +488,5 @@ async function historyProperty(path: string): Promise<Property> {
       .slice(0, 10)
       .map((a) => `${a.kind}: ${a.message} (operations ${a.operations.join(', ')})`),
   };
+  return { property, kinds: Object.keys(result.counts) };
 }

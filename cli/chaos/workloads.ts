@@ -83,6 +83,13 @@ export function from(cluster: ChaosCluster, index: number): string[] {
   return urls.map((_, j) => urls[(index + j) % urls.length]!);
 }
 
+/**
+ * The load peers ack each message this long after it arrived (as an application acks after its work), so
+ * a session that moves with a fault has messages written but not acked: its next node replays them and
+ * the SDK must drop them (`no-duplicates`; before, a run often saw no redelivery at all).
+ */
+const LOAD_ACK_DELAY_MS = 500;
+
 export async function runLoad(
   cluster: ChaosCluster,
   checker: DeliveryChecker,
@@ -92,6 +99,8 @@ export async function runLoad(
     drainMs: number;
     signal: AbortSignal;
     history?: Recorder;
+    /** Off for the planted bug `sdk-dedup-off` only. */
+    dedup?: boolean;
   },
 ): Promise<GeneratorFacts> {
   const plans = await createLoadMeshes(
@@ -110,6 +119,8 @@ export async function runLoad(
       signal: options.signal,
       history: options.history,
       judgeStreams: false,
+      dedup: options.dedup,
+      ackDelayMs: LOAD_ACK_DELAY_MS,
     },
     checker,
   );

@@ -3,14 +3,18 @@
  * cluster with throw-away Postgres and Redis under load, schedules and a clock, hit by a seeded fault
  * schedule; then one line per property. Exit 0 when every property holds, 1 on a violation (or a run that
  * could not be made), 2 when called wrongly. The same seed gives the same faults at the same times on the
- * same nodes. `--history FILE` records every operation (docs/chaos.md § History).
+ * same nodes. `--history FILE` records every operation (docs/chaos.md § History). `--plant NAME` (tests
+ * only) starts the brokers with one planted bug (broker/plants.ts) and reports whether the run caught it;
+ * `--list-plants` prints their names.
  *
  * `workbench chaos check HISTORY [--json]`: the independent checkers (cli/checkers/) over a history:
  * exit 0 when clean, 1 naming each anomaly with its operations, 2 for a bad call, an unreadable file or a
  * malformed line.
  */
+import { PLANT_NAMES } from '../../broker/plants.js';
 import { defineCommand, durationOption, type OptionSpec, type Parsed, UsageError } from '../args.js';
 import { defaultFaultCount, FAULT_KINDS, type FaultKind, isFaultKind, maxFaults } from '../chaos/faults.js';
+import { plantKinds, plantOption } from '../chaos/plants.js';
 import { type ChaosReport, planFor, runChaos } from '../chaos/run.js';
 import { checkHistory } from '../checkers/check.js';
 import { HistoryFormatError } from '../history/format.js';
@@ -36,16 +40,24 @@ const OPTIONS = {
   },
   json: { type: 'boolean', help: 'the report as one JSON document' },
   keep: { type: 'boolean', help: 'keep the cluster, its database and logs afterwards' },
+  plant: {
+    type: 'string',
+    value: 'NAME',
+    help: 'tests only: run with one planted bug (its own fault kinds unless --kinds); the report says if it was caught',
+  },
+  'list-plants': { type: 'boolean', help: 'print the planted bugs --plant knows, one per line' },
 } as const satisfies OptionSpec;
 
 export const chaosCommand = defineCommand({
   synopsis: [
-    'chaos --seed S [--duration 120s] [--faults N] [--kinds K,…] [--history FILE] [--json] [--keep]',
+    'chaos --seed S [--duration 120s] [--faults N] [--kinds K,…] [--history FILE] [--json] [--keep] [--plant NAME]',
+    'chaos --list-plants',
     'chaos check HISTORY [--json]',
   ],
   about: `A throw-away cluster under load hit by seeded faults; exit 1 if a message was lost or duplicated, a chain
 broke, a schedule or tick repeated. The same seed gives the same faults at the same times. "check HISTORY"
-runs the independent checkers over a recorded history (exit 1 naming each anomaly, 2 for a malformed line).`,
+runs the independent checkers over a recorded history (exit 1 naming each anomaly, 2 for a malformed line).
+"--plant NAME" (tests only) plants one known bug in the run; "--list-plants" names them.`,
   options: OPTIONS,
   run: runChaosCommand,
 });
@@ -53,13 +65,15 @@ runs the independent checkers over a recorded history (exit 1 naming each anomal
 async function runChaosCommand({ values, positionals }: Parsed<typeof OPTIONS>): Promise<number> {
   if (positionals[0] === 'check') return runCheck(values, positionals.slice(1));
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
+  if (values['list-plants']) return listPlants(values);
+  const plant = plantOption(values.plant);
   if (values.seed === undefined) throw new UsageError('--seed S is required (a whole number below 1e9)');
   if (!/^\d{1,9}$/.test(values.seed)) throw new UsageError('--seed must be a whole number below 1e9');
   const seed = Number(values.seed);
   const durationMs = durationOption('--duration', values.duration, 120_000);
   if (durationMs < 30_000 || durationMs > 24 * 3600_000)
     throw new UsageError('--duration must be from 30s to 24h');
-  const kinds = kindsOption(values.kinds);
+  const kinds = kindsOption(values.kinds) ?? plantKinds(plant);
   const most = maxFaults(durationMs);
   let faults = defaultFaultCount(durationMs, kinds?.length);
   if (values.faults !== undefined) {
@@ -80,7 +94,7 @@ async function runChaosCommand({ values, positionals }: Parsed<typeof OPTIONS>):
   const json = Boolean(values.json);
   const log = json ? () => {} : (line: string) => console.log(line);
 
-  log(`chaos seed ${seed}: ${durationMs / 1000} s, ${faults} faults`);
+  log(`chaos seed ${seed}: ${durationMs / 1000} s, ${faults} faults${plant ? `, PLANTED BUG ${plant}` : ''}`);
   for (const fault of planFor({ seed, durationMs, faults, kinds }))
     log(`  planned +${(fault.atMs / 1000).toFixed(1)} s  ${fault.description}`);
 
@@ -103,6 +117,7 @@ async function runChaosCommand({ values, positionals }: Parsed<typeof OPTIONS>):
       keep: Boolean(values.keep),
       log,
       signal: stop.signal,
+      plant,
     });
   } finally {
     process.off('SIGINT', onSignal);
@@ -115,6 +130,14 @@ async function runChaosCommand({ values, positionals }: Parsed<typeof OPTIONS>):
       console.log(`history: ${report.history.operations} operations in ${report.history.path}`);
   }
   return report.ok ? 0 : 1;
+}
+
+/** `--list-plants`: the names, one per line; it takes no other option. */
+function listPlants(values: Parsed<typeof OPTIONS>['values']): number {
+  const others = Object.entries(values).filter(([name, v]) => name !== 'list-plants' && v !== undefined);
+  if (others.length > 0) throw new UsageError(`--list-plants takes no other option, not --${others[0]![0]}`);
+  for (const name of PLANT_NAMES) console.log(name);
+  return 0;
 }
 
 /** `--kinds a,b`: known kinds, each once; absent, every kind. */
@@ -145,6 +168,12 @@ function print(report: ChaosReport): void {
     console.log(`${p.ok ? 'ok  ' : 'FAIL'} ${p.name.padEnd(18)} ${p.summary}`);
     for (const problem of p.problems) console.log(`       ${problem}`);
   }
+  if (report.plant)
+    console.log(
+      report.plant.caught
+        ? `plant ${report.plant.name}: caught (${report.plant.anomaly})`
+        : `plant ${report.plant.name}: NOT caught (expected one of ${report.plant.expected.join(', ')})`,
+    );
   if (report.error) console.log(`chaos run failed: ${report.error}`);
   if (report.interrupted) console.log('chaos run interrupted: nothing judged');
   if (report.kept)
@@ -155,7 +184,7 @@ function print(report: ChaosReport): void {
   console.log(
     report.ok
       ? `chaos seed ${report.seed}: every property held`
-      : `chaos seed ${report.seed}: FAILED — replay with: workbench chaos --seed ${report.seed} --duration ${report.durationMs / 1000}s --faults ${report.faults.length}${report.kinds ? ` --kinds ${report.kinds.join(',')}` : ''}`,
+      : `chaos seed ${report.seed}: FAILED — replay with: workbench chaos --seed ${report.seed} --duration ${report.durationMs / 1000}s --faults ${report.faults.length}${report.kinds ? ` --kinds ${report.kinds.join(',')}` : ''}${report.plant ? ` --plant ${report.plant.name}` : ''}`,
   );
 }
 

@@ -38,6 +38,14 @@ export interface GeneratorOptions {
    * and a group send is owed to every other member of the sender's mesh in it. Default `load`.
    */
   group?: string;
+  /** The SDK's dedup (default on); off only for the chaos plant `sdk-dedup-off` (broker/plants.ts). */
+  dedup?: boolean;
+  /**
+   * Each message is acked this long after it arrived, as an application acks after its work (default: at
+   * once, by the SDK). Chaos sets it: a session that moves then has messages written to it but not acked,
+   * which its next node replays and the SDK must drop.
+   */
+  ackDelayMs?: number;
 }
 
 export interface GeneratorFacts {
@@ -109,6 +117,8 @@ async function connectPeers(
       ...(inGroup(plan) ? { groups: [group] } : {}),
       requestTimeoutMs: REQUEST_TIMEOUT_MS,
       backoff: { initialMs: 100, maxMs: 2000 },
+      ...(options.dedup === false ? { dedup: false } : {}),
+      ...(options.ackDelayMs ? { autoAck: false } : {}),
     });
     const me = plan.keys.pubkey;
     const process = processOf(plan);
@@ -131,11 +141,17 @@ async function connectPeers(
         if (raw.has(String(f.messageId))) counters.dropped++;
         else raw.add(String(f.messageId));
         // The SDK acks every message frame (duplicates too) right after its listeners: recorded after them.
+        // With a delay, the ack is ours, of every frame as the SDK's would be, and recorded when written.
         const messageId = String(f.messageId);
-        if (history)
-          queueMicrotask(() =>
-            history.record({ type: 'info', f: 'ack', process, value: { recipient: me, messageId } }),
-          );
+        const acked = () =>
+          history?.record({ type: 'info', f: 'ack', process, value: { recipient: me, messageId } });
+        if (options.ackDelayMs) {
+          // Bounded: it fires within ackDelayMs of the frame, long before the chaos run closes its history.
+          setTimeout(() => {
+            client.ack(messageId);
+            acked();
+          }, options.ackDelayMs).unref();
+        } else if (history) queueMicrotask(acked);
       } else if (f.type === 'stream.data' && f.stream === LOAD_STREAM) {
         const seq = (f.data as { q?: unknown } | null)?.q;
         if (typeof seq !== 'number') return;

@@ -39,6 +39,7 @@ describe('workbench chaos', () => {
       'audit-chains',
       'schedules-once',
       'clock-increasing',
+      'lease-epochs',
       'faults-recovered',
       'history',
     ]);

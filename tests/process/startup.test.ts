@@ -199,6 +199,28 @@ describe('start-up failures end the process', SLOW, () => {
       await expectLoudFailure(node, 2, `configuration error: ${variable}: must be a whole number`);
     }
   });
+
+  it('a planted bug is refused without WORKBENCH_TEST_PLANTS=1, and an unknown one with it: exit 2', async () => {
+    const stray = await broker({ WORKBENCH_PLANT: 'clock-unfenced' });
+    await expectLoudFailure(
+      stray,
+      2,
+      'configuration error: WORKBENCH_PLANT: plants a known bug for tests only',
+    );
+    const unknown = await broker({ WORKBENCH_PLANT: 'no-such', WORKBENCH_TEST_PLANTS: '1' });
+    await expectLoudFailure(unknown, 2, 'configuration error: WORKBENCH_PLANT: unknown plant "no-such"');
+  });
+
+  it('a planted bug with WORKBENCH_TEST_PLANTS=1 starts, saying so loudly', async () => {
+    const node = await broker({ WORKBENCH_PLANT: 'clock-unfenced', WORKBENCH_TEST_PLANTS: '1' });
+    onTestFinished(() => {
+      node.child.kill('SIGKILL');
+    });
+    await waitFor(() => node.output().includes('PLANTED BUG clock-unfenced IS ON'), {
+      timeoutMs: 30_000,
+      what: 'the plant warning',
+    });
+  });
 });
 
 describe('waiting for Postgres at start', SLOW, () => {

@@ -230,7 +230,7 @@ describe('imports across the house', () => {
 const FLOORS: Array<{ floor: string; units: string[] }> = [
   {
     floor: 'infrastructure',
-    units: ['db', 'redis', 'bus', 'log', 'metrics', 'config', 'paths', 'timing', 'secrets'],
+    units: ['db', 'redis', 'bus', 'log', 'metrics', 'config', 'paths', 'timing', 'secrets', 'plants'],
   },
   { floor: 'shared services', units: ['connections', 'identity', 'hello', 'membership', 'paging'] },
   { floor: 'row framework', units: ['rows'] },
