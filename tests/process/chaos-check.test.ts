@@ -48,9 +48,15 @@ describe('workbench chaos check', () => {
     expect(clean.code).toBe(0);
     expect(result.events).toBe(lines.length);
     expect(result.operationsPerSecond).toBeGreaterThan(0);
-    // Every entry of audit_log is in the history: the same chains and entries the run's verifier walked.
+    // Every entry the run's verifier walked is in the history: the same chains, and at least as many
+    // entries (the brokers may append between the verifier's read and the history's; CI saw 3,244 vs 3,255
+    // when the history was read first).
     const audit = report.properties.find((p) => p.name === 'audit-chains')!.summary;
-    expect(`${result.summaries.audit} verified`).toBe(audit);
+    const counts = (text: string) => /(\d+) chains, (\d+) entries/.exec(text)!.slice(1).map(Number);
+    const [verifiedChains, verifiedEntries] = counts(audit);
+    const [historyChains, historyEntries] = counts(result.summaries.audit ?? '');
+    expect(historyChains).toBe(verifiedChains);
+    expect(historyEntries).toBeGreaterThanOrEqual(verifiedEntries!);
     expect(report.properties.find((p) => p.name === 'history')).toMatchObject({ ok: true });
 
     // One delivery of a DM gone: its send (invoke and ok) is named as a lost write.
