@@ -28,32 +28,54 @@ const ROUND_TRIPS = 'mesh_broker_db_round_trips_total';
 const KINDS = ['statement', 'begin', 'commit', 'rollback'];
 const OPERATIONS = ['hello', 'session', 'backlog'];
 
+/** A throw-away database, an in-process node on its own flags file (every flag off but `flags`), a mesh. */
+interface FlaggedNode {
+  db: TestDatabase;
+  node: InProcessNode;
+  mesh: TestMesh;
+  close: () => Promise<void>;
+}
+
+async function nodeWithFlags(
+  name: string,
+  flags: Record<string, boolean>,
+  options: { members: number; env?: Record<string, string> },
+): Promise<FlaggedNode> {
+  const db = await createTestDatabase(`resume_round_trips_${name}`);
+  const dir = mkdtempSync(join(tmpdir(), `wb-resume-${name}-`));
+  writeFileSync(join(dir, `${name}.json`), renderFlagsDocument({ ...defaultFlagValues(), ...flags }));
+  const node = await startNode({
+    kind: 'in-process',
+    databaseUrl: db.url,
+    env: { FLAGS_DIR: dir, FLAGS_ENV: name, ...options.env },
+  });
+  const mesh = await createMesh(node, options.members);
+  const close = async () => {
+    await node.stop();
+    rmSync(dir, { recursive: true, force: true });
+    await db.drop();
+  };
+  return { db, node, mesh, close };
+}
+
 for (const sharedPresence of [true, false]) {
   describe(`one resume's Postgres round trips (ha.presence ${sharedPresence ? 'on' : 'off'})`, () => {
+    let setup: FlaggedNode;
     let db: TestDatabase;
-    let dir: string;
     let node: InProcessNode;
     let mesh: TestMesh;
 
     beforeAll(async () => {
-      db = await createTestDatabase(`resume_round_trips_${sharedPresence ? 'shared' : 'local'}`);
-      dir = mkdtempSync(join(tmpdir(), 'wb-resume-trips-'));
-      writeFileSync(
-        join(dir, 'trips.json'),
-        renderFlagsDocument({ ...defaultFlagValues(), 'ha.presence': sharedPresence }),
+      setup = await nodeWithFlags(
+        sharedPresence ? 'shared' : 'local',
+        { 'ha.presence': sharedPresence },
+        {
+          members: 2,
+        },
       );
-      node = await startNode({
-        kind: 'in-process',
-        databaseUrl: db.url,
-        env: { FLAGS_DIR: dir, FLAGS_ENV: 'trips' },
-      });
-      mesh = await createMesh(node, 2);
+      ({ db, node, mesh } = setup);
     }, 60_000);
-    afterAll(async () => {
-      await node?.stop();
-      rmSync(dir, { recursive: true, force: true });
-      await db?.drop();
-    });
+    afterAll(() => setup?.close());
 
     /** Round trips labelled `operation` so far, every kind summed. */
     async function roundTrips(operation: string): Promise<number> {
@@ -108,36 +130,20 @@ async function sessionRoundTripsOf(node: InProcessNode): Promise<number> {
 const RESUMING = 50;
 
 describe(`${RESUMING} sessions resuming at once (ha.streams, ha.mcp, ha.clock, ha.presence on)`, () => {
+  let setup: FlaggedNode;
   let db: TestDatabase;
-  let dir: string;
   let node: InProcessNode;
   let mesh: TestMesh;
 
   beforeAll(async () => {
-    db = await createTestDatabase('resume_round_trips_many');
-    dir = mkdtempSync(join(tmpdir(), 'wb-resume-many-'));
-    writeFileSync(
-      join(dir, 'many.json'),
-      renderFlagsDocument({
-        ...defaultFlagValues(),
-        'ha.presence': true,
-        'ha.streams': true,
-        'ha.mcp': true,
-        'ha.clock': true,
-      }),
+    setup = await nodeWithFlags(
+      'many',
+      { 'ha.presence': true, 'ha.streams': true, 'ha.mcp': true, 'ha.clock': true },
+      { members: 2 },
     );
-    node = await startNode({
-      kind: 'in-process',
-      databaseUrl: db.url,
-      env: { FLAGS_DIR: dir, FLAGS_ENV: 'many' },
-    });
-    mesh = await createMesh(node, 2);
+    ({ db, node, mesh } = setup);
   }, 60_000);
-  afterAll(async () => {
-    await node?.stop();
-    rmSync(dir, { recursive: true, force: true });
-    await db?.drop();
-  });
+  afterAll(() => setup?.close());
 
   const sessionRoundTrips = () => sessionRoundTripsOf(node);
 
@@ -206,30 +212,19 @@ describe(`${RESUMING} sessions resuming at once (ha.streams, ha.mcp, ha.clock, h
 });
 
 describe('sessions of a mesh nobody leads, starting one after another (ha.clock on)', () => {
-  let db: TestDatabase;
-  let dir: string;
+  let setup: FlaggedNode;
   let node: InProcessNode;
   let mesh: TestMesh;
 
   beforeAll(async () => {
-    db = await createTestDatabase('resume_round_trips_clock');
-    dir = mkdtempSync(join(tmpdir(), 'wb-resume-clock-'));
-    writeFileSync(
-      join(dir, 'clock.json'),
-      renderFlagsDocument({ ...defaultFlagValues(), 'ha.presence': true, 'ha.clock': true }),
+    setup = await nodeWithFlags(
+      'clock',
+      { 'ha.presence': true, 'ha.clock': true },
+      { members: 1, env: { CLOCK_TICK_MS: '200' } },
     );
-    node = await startNode({
-      kind: 'in-process',
-      databaseUrl: db.url,
-      env: { FLAGS_DIR: dir, FLAGS_ENV: 'clock', CLOCK_TICK_MS: '200' },
-    });
-    mesh = await createMesh(node, 1);
+    ({ node, mesh } = setup);
   }, 60_000);
-  afterAll(async () => {
-    await node?.stop();
-    rmSync(dir, { recursive: true, force: true });
-    await db?.drop();
-  });
+  afterAll(() => setup?.close());
 
   it('do not each read the clock row; clock.set still leads at once', async () => {
     const sessionTrips = () => sessionRoundTripsOf(node);
