@@ -12,7 +12,7 @@
  */
 import type { MeshClient as Client, MemberKeys } from '@mesh-broker/sdk';
 import { MeshClient } from '@mesh-broker/sdk';
-import type { Frame, Message } from '../../protocol/frames.js';
+import type { Frame, Message, Welcome } from '../../protocol/frames.js';
 import { Random } from '../fuzz/random.js';
 import type { Recorder } from '../history/writer.js';
 import type { DeliveryChecker, Kind } from '../load/checker.js';
@@ -259,6 +259,15 @@ export class ClockWorkload {
           value: { mesh, ...record, observer: name },
         });
       });
+      // Which node the observer is on and whether it resumed: a repeated tick is read against its moves.
+      observer.on('welcome', (w: Welcome) =>
+        history?.record({
+          type: 'info',
+          f: 'session-welcome',
+          process: name,
+          value: { mesh, node: w.node, resumed: w.resumed, observer: name },
+        }),
+      );
       workload.clients.push(observer);
       await observer.connect();
     }

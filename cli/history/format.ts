@@ -23,6 +23,7 @@ export const OPERATIONS = [
   'schedule-create',
   'schedule-fire',
   'clock-tick',
+  'session-welcome',
   'mcp-call',
   'mcp-result',
   'watch-create',
