@@ -19,8 +19,9 @@ import { fileFlagsAccess } from '../../flags/access.js';
 import { changeFlag } from '../../flags/changes.js';
 import { type FlagKey, isFlagKey } from '../../flags/registry.js';
 import { checkHistory } from '../checkers/check.js';
+import { onExit } from '../cluster/exit-cleanup.js';
 import { FAST_CLUSTER } from '../cluster/fast-timings.js';
-import { type ClusterFile, down, startNode, stopNode, up } from '../cluster/local.js';
+import { type ClusterFile, down, killClusterNow, startNode, stopNode, up } from '../cluster/local.js';
 import { HistoryWriter } from '../history/writer.js';
 import { DeliveryChecker } from '../load/checker.js';
 import { buildReport, type LoadReport } from '../load/report.js';
@@ -167,6 +168,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   let history: HistoryWriter | undefined;
   let lease: LeaseWatch | undefined;
   const cwd = mkdtempSync(join(tmpdir(), 'wb-chaos-'));
+  // Last resort: a run that dies (an uncaught error, a signal) still stops its brokers, load balancer and
+  // Redis (the throw-away Postgres registers its own); the finally below is the normal way.
+  const unregisterCleanup = onExit(() => {
+    if (options.keep) return;
+    killClusterNow(cwd);
+    redis?.killNow();
+  });
   try {
     history = new HistoryWriter(options.history ?? join(cwd, 'history.jsonl'));
     // Durable (fsync, synchronous_commit): a postgres-crash must lose nothing that was committed.
@@ -342,12 +350,21 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       report.error ??= (error as Error).message;
       report.ok = false;
     }
-    lease?.stop();
-    schedules?.close();
-    await clock?.close();
-    mcp?.close();
-    await watches?.close();
+    // Each step on its own: one that throws must not leave the cluster running.
+    const step = async (what: string, work: () => unknown) => {
+      try {
+        await work();
+      } catch (error) {
+        log(`cleanup: ${what} failed: ${(error as Error).message}`);
+      }
+    };
+    await step('lease watch', () => lease?.stop());
+    await step('schedules', () => schedules?.close());
+    await step('clock observers', () => clock?.close());
+    await step('mcp workload', () => mcp?.close());
+    await step('watches', () => watches?.close());
     await pool?.end().catch(() => {});
+    unregisterCleanup();
     if (options.keep) {
       // The proxies live in this process and end with it: the kept brokers then have no Redis (it is
       // reported, not required); their logs are what --keep keeps.

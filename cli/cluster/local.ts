@@ -588,6 +588,23 @@ export function clusterPids(cluster: ClusterFile): number[] {
 }
 
 /**
+ * Kills every process the cluster's file names at once (SIGKILL), synchronously: the last-resort cleanup
+ * on a process's exit (cli/cluster/exit-cleanup.ts) for a cluster that `down` never got to stop.
+ */
+export function killClusterNow(cwd: string): void {
+  const cluster = readCluster(cwd);
+  if (!cluster) return;
+  for (const pid of clusterPids(cluster)) {
+    if (!alive(pid)) continue; // gone, or its pid is a stranger's now
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone already
+    }
+  }
+}
+
+/**
  * Stops a process of the cluster by its pid (cluster.json's; not necessarily a child of this process):
  * SIGTERM, then SIGKILL if it still runs after `graceMs`. One that is gone already, or gone by the time
  * the SIGKILL is sent, is no error.

@@ -214,6 +214,18 @@ export function summarize(plan: MatrixPlan, cells: Cell[]): { ok: boolean; markd
   return { ok, markdown: `${lines.join('\n')}\n` };
 }
 
+/** The most a cell's stderr file keeps: its end, where a crash's stack is. */
+const STDERR_KEPT_BYTES = 256 * 1024;
+
+/**
+ * A cell's stderr (the run's log lines, or the stack of a crash) in DIR/stderr/NAME.log: the table names
+ * only its last line, and a cell with no verdict is read from here.
+ */
+function keepStderr(out: string, name: string, outcome: ChaosOutcome): void {
+  mkdirSync(join(out, 'stderr'), { recursive: true });
+  writeFileSync(join(out, 'stderr', `${name}.log`), outcome.stderr.slice(-STDERR_KEPT_BYTES));
+}
+
 export interface MatrixOptions {
   out: string;
   resume: boolean;
@@ -248,6 +260,7 @@ export async function runMatrix(
         options.signal,
       );
       if (options.signal.aborted) break;
+      keepStderr(options.out, `${plant}-${seed}`, outcome);
       const cell = plantVerdict(plant, seed, outcome);
       record(cell);
       options.log(
@@ -265,6 +278,7 @@ export async function runMatrix(
       options.signal,
     );
     if (!options.signal.aborted) {
+      keepStderr(options.out, `soak-${plan.soakSeed}`, outcome);
       const cell = soakVerdict(plan.soakSeed, plan.soakDurationMs, outcome);
       record(cell);
       options.log(`soak: ${cell.ok ? 'every property held' : `FAILED: ${cell.failed.join('; ')}`}`);

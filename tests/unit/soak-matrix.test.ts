@@ -118,6 +118,22 @@ describe('runMatrix', () => {
     expect(readCells(join(out, 'results.jsonl'))).toHaveLength(5);
   });
 
+  it("keeps each cell's stderr, where a crash's stack is (the table names its last line only)", async () => {
+    const out = join(dir, 'stderr');
+    const crash = async () => ({
+      ...outcome(1, ''),
+      stderr: 'log line\nTypeError: boom\n    at x\nNode.js v20\n',
+    });
+    const result = await runMatrix({ ...plan, plants: ['p'], seeds: [5], soakDurationMs: 0 }, crash, {
+      out,
+      resume: false,
+      log: () => {},
+      signal: new AbortController().signal,
+    });
+    expect(result.markdown).toContain('5 (no JSON report (exit 1): Node.js v20)');
+    expect(readFileSync(join(out, 'stderr', 'p-5.log'), 'utf8')).toContain('TypeError: boom');
+  });
+
   it('--resume runs only the cells results.jsonl lacks; every plant caught and the soak held is ok', async () => {
     const out = join(dir, 'b');
     const all = async (args: string[]) =>
