@@ -289,6 +289,12 @@ export const watches = pgTable(
     lastValue: text('last_value'),
     lastCheckedAt: timestamp('last_checked_at', { withTimezone: true, precision: 3 }),
     lastError: text('last_error'),
+    /**
+     * How many notifications of the watch are committed (migration 0016, docs/watches.md § One notification
+     * per change): the next one is message `watch:<id>:<notified + 1>`, committed with this count raised in
+     * one transaction, and every poll's write is conditional on the count (and last poll) it read.
+     */
+    notified: integer('notified').notNull().default(0),
     /** The node polling the watch. */
     ownerNode: text('owner_node'),
     /** Shared watches: the owner's lease; past it, any node may adopt the watch. */

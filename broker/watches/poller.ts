@@ -11,12 +11,14 @@ interface Polled {
   watch: Watch;
   /** The watch's polls: the next one `intervalSec` after the last one ended. */
   polls: PeriodicTask;
-  lastValue: string | null;
 }
 
 /**
  * Polls the watches this node runs, each on its own timer: the first poll at once, then every
- * `intervalSec`. What a runner decides is only which watches this node polls.
+ * `intervalSec`. What a runner decides is only which watches this node polls. Nothing of a watch's state is
+ * kept here: each poll reads the row (whichever node wrote it last) and writes only if the row is still as
+ * it read it, so two nodes polling one watch (a takeover, an owner paused past its lease) notify each change
+ * once (docs/watches.md § One notification per change).
  */
 export class WatchPoller {
   private readonly polled = new Map<string, Polled>();
@@ -42,8 +44,8 @@ export class WatchPoller {
 
   /**
    * Polls a watch from now on: at once if it was never polled (the baseline) or is due, else when its
-   * interval since the last poll ends. The last poll is read from its row (whichever node made it), so a
-   * watch handed over keeps its baseline and its rhythm.
+   * interval since the last poll ends. The last poll's time is read from its row (whichever node made it),
+   * so a watch handed over keeps its rhythm (and each poll reads its baseline from the row).
    */
   start(watch: Watch): void {
     if (this.polled.has(watch.watchId)) return;
@@ -55,7 +57,6 @@ export class WatchPoller {
         run: () => this.poll(entry),
         onError: { log: this.log, message: 'watch poll failed', fields: { watchId: watch.watchId } },
       }),
-      lastValue: watch.lastValue,
     };
     this.polled.set(watch.watchId, entry);
     void this.store
@@ -63,7 +64,6 @@ export class WatchPoller {
       .catch(() => undefined)
       .then((last) => {
         if (this.polled.get(watch.watchId) !== entry) return; // stopped meanwhile
-        if (last) entry.lastValue = last.lastValue;
         const lastAt = (last?.lastCheckedAt ?? watch.lastCheckedAt)?.getTime() ?? 0;
         const wait = lastAt === 0 ? 0 : Math.max(0, lastAt + watch.intervalSec * 1000 - Date.now());
         entry.polls.start(wait);
@@ -81,8 +81,10 @@ export class WatchPoller {
 
   private async poll(entry: Polled): Promise<void> {
     const { watch } = entry;
-    // Deleted on another node, or its member revoked: never fetch for it again, whichever runner holds it.
-    if (!(await this.store.stillLive(watch.watchId).catch(() => true))) {
+    // The row now: the baseline to compare with, as the last poll of any node left it. Gone (deleted on
+    // another node, or its member revoked): never fetch for it again, whichever runner holds it.
+    const seen = await this.store.pollState(watch.watchId);
+    if (!seen) {
       if (this.polled.get(watch.watchId) === entry) this.stop(watch.watchId);
       return;
     }
@@ -96,19 +98,17 @@ export class WatchPoller {
     }
     if (this.polled.get(watch.watchId) !== entry) return; // stopped while fetching
     try {
-      let baseline = value;
-      if (
-        value !== null &&
-        shouldNotify(parseNotifyOn(watch.notifyOn), entry.lastValue ?? undefined, value) &&
-        (await this.notify(watch, entry.lastValue, value)) === 'held'
-      ) {
+      if (value !== null && shouldNotify(parseNotifyOn(watch.notifyOn), seen.lastValue ?? undefined, value)) {
+        // `sent`: committed with the new baseline; `superseded`: the row moved since it was read (another
+        // node polled or notified meanwhile), and that write stands.
+        if ((await this.notify(watch, seen, value)) !== 'held') return;
         // Not lost: the baseline stays the last value notified, so the next poll compares against it
         // and notifies once the member's send limit allows (a change undone meanwhile is not reported).
-        baseline = null;
+        value = null;
         error = HELD_BACK;
       }
-      if (baseline !== null) entry.lastValue = baseline;
-      await this.store.recordPoll(watch.watchId, baseline, error);
+      // Unless the row moved since it was read: a stale poll never moves a baseline another poll set.
+      await this.store.recordPoll(watch.watchId, seen, value, error);
     } catch (failure) {
       this.log.warn({ err: failure, watchId: watch.watchId }, 'watch poll bookkeeping failed');
     }

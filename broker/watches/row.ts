@@ -32,6 +32,7 @@ export const watchesRow = defineRow({
     const poller = new WatchPoller(
       watchStore,
       notifyWatch({
+        store: watchStore,
         messages: delivery.messages,
         delivery: delivery.view,
         limits: limits.view,

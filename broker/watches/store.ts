@@ -1,7 +1,7 @@
 /** URL watches in Postgres: creation with limits, delete and list by the creating member, poll results. */
 
 import { ProtocolError } from '../../protocol/errors.js';
-import { inTransaction, type Pool } from '../db/pool.js';
+import { inTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import { type ListReads, primaryReads } from '../regions/regions.js';
 import type { WatchMode } from './fetch-value.js';
 
@@ -20,6 +20,19 @@ export interface Watch {
   lastCheckedAt: Date | null;
   lastError: string | null;
   createdAt: Date;
+}
+
+/**
+ * A watch's row as a poll reads it before it fetches (docs/watches.md § One notification per change): the
+ * baseline the fetched value is compared with, and what the poll's write requires unchanged.
+ */
+export interface PollState {
+  /** The last value recorded, by whichever node: the baseline. */
+  lastValue: string | null;
+  /** Notifications committed so far; the next one is number `notified + 1`. */
+  notified: number;
+  /** When the last poll was recorded (null: never polled). */
+  lastCheckedAt: Date | null;
 }
 
 export const WATCH_COLUMNS = `w.id AS "watchId", w.mesh_id AS "meshId", w.member_id AS "memberId", w.session_id AS "sessionId",
@@ -128,14 +141,18 @@ export class WatchStore {
     return result.rows;
   }
 
-  /** Whether the watch may still be polled: not deleted, and its member not revoked. */
-  async stillLive(watchId: string): Promise<boolean> {
-    const result = await this.pool.query(
-      `SELECT 1 FROM watches w JOIN members m ON m.id = w.member_id
+  /**
+   * The row a poll starts from (one read, before the fetch), or undefined when the watch may not be polled
+   * any more: deleted, or its member revoked.
+   */
+  async pollState(watchId: string): Promise<PollState | undefined> {
+    const result = await this.pool.query<PollState>(
+      `SELECT w.last_value AS "lastValue", w.notified, w.last_checked_at AS "lastCheckedAt"
+         FROM watches w JOIN members m ON m.id = w.member_id
         WHERE w.id = $1 AND w.deleted_at IS NULL AND m.revoked_at IS NULL`,
       [watchId],
     );
-    return (result.rowCount ?? 0) > 0;
+    return result.rows[0];
   }
 
   /** Ends every live watch of a member (revocation); the pollers holding them stop at their next poll. */
@@ -158,10 +175,55 @@ export class WatchStore {
     return result.rows[0];
   }
 
-  async recordPoll(watchId: string, value: string | null, error: string | null): Promise<void> {
-    await this.pool.query(
-      `UPDATE watches SET last_value = coalesce($2, last_value), last_error = $3, last_checked_at = now() WHERE id = $1`,
-      [watchId, value, error],
+  /**
+   * Records a poll that notified nothing (its value as the new baseline, or only its error), unless the row
+   * moved since `seen`: another poll was recorded or a notification committed meanwhile (a node paused
+   * past its lease, or both nodes of a takeover polling), whose write stands. False then.
+   */
+  async recordPoll(
+    watchId: string,
+    seen: PollState,
+    value: string | null,
+    error: string | null,
+  ): Promise<boolean> {
+    const result = await this.pool.query(
+      `UPDATE watches SET last_value = coalesce($4, last_value), last_error = $5, last_checked_at = now()
+        WHERE id = $1 AND notified = $2 AND last_checked_at IS NOT DISTINCT FROM $3`,
+      [watchId, seen.notified, seen.lastCheckedAt, value, error],
     );
+    return (result.rowCount ?? 0) > 0;
+  }
+
+  /**
+   * One notification of a change from the row `seen` to `value`, in one transaction with the row: the row
+   * is locked as it was read (else `superseded`: another node notified or polled since, or is doing so
+   * now; nothing is sent), `send` stores notification number `seen.notified + 1` through `db`, and the
+   * row takes `value` as its baseline with the count raised. A `held` send stores nothing and leaves the
+   * row as it was. So a change is notified at most once, whichever nodes poll the watch.
+   */
+  async commitNotification<T extends object>(
+    watchId: string,
+    seen: PollState,
+    value: string,
+    send: (db: PoolClient, number: number) => Promise<T | 'held'>,
+  ): Promise<T | 'held' | 'superseded'> {
+    return inTransaction(this.pool, async (client) => {
+      // SKIP LOCKED: a node paused inside this transaction holds the row; the others skip it meanwhile.
+      const claimed = await client.query(
+        `SELECT 1 FROM watches WHERE id = $1 AND notified = $2 AND last_checked_at IS NOT DISTINCT FROM $3
+            AND deleted_at IS NULL
+          FOR UPDATE SKIP LOCKED`,
+        [watchId, seen.notified, seen.lastCheckedAt],
+      );
+      if (claimed.rowCount === 0) return 'superseded';
+      const sent = await send(client, seen.notified + 1);
+      if (sent === 'held') return 'held';
+      await client.query(
+        `UPDATE watches SET last_value = $2, notified = notified + 1, last_error = NULL, last_checked_at = now()
+          WHERE id = $1`,
+        [watchId, value],
+      );
+      return sent;
+    });
   }
 }
