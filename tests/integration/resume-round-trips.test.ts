@@ -6,7 +6,9 @@
  * replayed from its backlog marks the end of the hello's work (the backlog read is its last round trip).
  * Then many sessions resume at once, as a drain moves them, on a node with shared streams, MCP and clock:
  * their session starts share statements (the group commit's burst window, broker/delivery/group-commit.ts), and each still gets its subscriptions
- * and its MCP hosting back before its welcome.
+ * and its MCP hosting back before its welcome. Last, peers each with a DM waiting say hello at once: the
+ * hello's statements and the backlog read are shared too (≤ 2 round trips a resume, all of them counted),
+ * and each hello of such a batch still gets its own answer (revoked, unknown, squatter, a doubled session).
  */
 
 import { randomUUID } from 'node:crypto';
