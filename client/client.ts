@@ -10,6 +10,7 @@ import { randomUUID } from 'node:crypto';
 import WebSocket from 'ws';
 import { CloseCode, closeIsPermanent } from '../protocol/errors.js';
 import type {
+  ClockTick,
   ErrorFrame,
   Frame,
   Message,
@@ -72,8 +73,9 @@ export interface MeshClientOptions {
   /** Opt-in: where the SDK says what it does (state changes, reconnects, dropped frames). */
   logger?: MeshLogger;
   /**
-   * Drop a message (or watch notification) whose messageId was already handed over (default true).
-   * `false` is for the chaos tests' planted bug `sdk-dedup-off` only: the application then sees redeliveries.
+   * Drop a message (or watch notification) whose messageId was already handed over, and a clock tick at or
+   * before the last one (default true). `false` is for the chaos tests' planted bug `sdk-dedup-off` only: the
+   * application then sees redeliveries.
    */
   dedup?: boolean;
 }
@@ -100,6 +102,11 @@ export interface ClientEvents {
   'watch.triggered': WatchTriggered;
   'peer.joined': PeerJoined;
   'peer.left': PeerLeft;
+  /**
+   * A `clock.tick` after the last one handed over: a tick at or before it (its tick not larger, its epoch
+   * not newer) is dropped, as a session moving between nodes can get the tick in flight from both.
+   */
+  'clock.tick': ClockTick;
   /** Every frame the broker sends, including the ones with their own event. */
   frame: Frame;
   /** An error frame that answers no pending request. */
@@ -170,6 +177,8 @@ export class MeshClient extends Emitter<ClientEvents> {
   private reconnectTimer: ReturnType<typeof setTimeout> | undefined;
   private watchdog: ReturnType<typeof setInterval> | undefined;
   private lastFrameAt = 0;
+  /** The last tick handed to the application (onTick). */
+  private lastTick: { tick: number; epoch: number } | undefined;
   /** The load balancer's cookies (its sticky one pins us to our node); off with `cookies: false`. */
   private readonly cookies: CookieJar | undefined;
   private unwatchNetwork: (() => void) | undefined;
@@ -475,6 +484,7 @@ export class MeshClient extends Emitter<ClientEvents> {
       this.onDurable(frame as unknown as Message | WatchTriggered);
     } else if (frame.type === 'peer.joined') this.emit('peer.joined', frame as unknown as PeerJoined);
     else if (frame.type === 'peer.left') this.emit('peer.left', frame as unknown as PeerLeft);
+    else if (frame.type === 'clock.tick') this.onTick(frame as unknown as ClockTick);
     else if (frame.type === 'error') {
       this.log.warn('mesh: error frame', { code: frame.code, message: frame.message });
       this.emit('error', frame as unknown as ErrorFrame);
@@ -493,6 +503,25 @@ export class MeshClient extends Emitter<ClientEvents> {
     this.setState('connected', `welcomed by ${welcome.node}${welcome.resumed ? ' (resumed)' : ''}`);
     this.emit('welcome', welcome);
     for (const waiter of [...this.waiters]) waiter.resolve(welcome);
+  }
+
+  /**
+   * A tick goes to the application only after the last one it got: the leader writes each tick once and in
+   * order (docs/clock.md), but a session that moves between nodes can get the tick in flight twice, from
+   * the node it left and, over the bus, from the node it joined. A new epoch with a lower tick (a restored
+   * database) still passes.
+   */
+  private onTick(tick: ClockTick): void {
+    const last = this.lastTick;
+    if (last && tick.tick <= last.tick && tick.epoch <= last.epoch && this.options.dedup !== false) {
+      this.log.debug('mesh: dropped a clock tick already handed over', {
+        tick: tick.tick,
+        epoch: tick.epoch,
+      });
+      return;
+    }
+    this.lastTick = { tick: tick.tick, epoch: tick.epoch };
+    this.emit('clock.tick', tick);
   }
 
   /** A frame owed until acked (`message`, `watch.triggered`): deduplicated, emitted, then acked. */

@@ -11,11 +11,12 @@ type Options = { signal?: AbortSignal; timeoutMs?: number };
 export class ClockApi {
   constructor(private readonly client: Session) {}
 
-  /** Calls `listener` with every `clock.tick`; returns the function that stops it. */
+  /**
+   * Calls `listener` with every `clock.tick` after the last one (a tick a moving session got twice is
+   * dropped: the client's `clock.tick` event); returns the function that stops it.
+   */
   onTick(listener: (tick: ClockTick) => void): () => void {
-    return this.client.on('frame', (frame) => {
-      if (frame.type === 'clock.tick') listener(frame as unknown as ClockTick);
-    });
+    return this.client.on('clock.tick', listener);
   }
 
   /** Creates the mesh's clock or changes its speed (1…100 simulated minutes per real minute). */

@@ -3,7 +3,7 @@
  * public API: they are built on `request`/`write`/`on` like any app, and importing client.ts from them
  * would make a circle (client.ts constructs them).
  */
-import type { Frame, Welcome } from '../protocol/frames.js';
+import type { ClockTick, Frame, Welcome } from '../protocol/frames.js';
 
 export interface RequestOptions {
   timeoutMs?: number;
@@ -20,4 +20,5 @@ export interface Session {
   write(frame: Frame): void;
   on(event: 'welcome', listener: (welcome: Welcome) => void): () => void;
   on(event: 'frame', listener: (frame: Frame) => void): () => void;
+  on(event: 'clock.tick', listener: (tick: ClockTick) => void): () => void;
 }
