@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { hex, parseWith, storableText, uuid } from '../../protocol/parse.js';
 import type { Pool } from '../db/pool.js';
 import type { Directory, Member } from '../identity/directory.js';
+import type { ShadowReport } from '../shadow/runner.js';
 
 export interface AdminOptions {
   adminToken: string;
@@ -21,6 +22,8 @@ export interface AdminOptions {
   endOwnedWork: (member: Member) => Promise<void>;
   /** Ends every live session of a member that was just revoked (close 4403). */
   onRevoked: (member: Member) => Promise<void>;
+  /** Each row's shadow comparisons on this node (docs/flags.md § Shadow). */
+  shadow: () => ShadowReport[];
   /** Records a change of a mesh's home region on the mesh's audit chain. */
   onHomeRegionSet: (meshId: string, change: { from: string | null; to: string | null }) => void;
 }
@@ -129,6 +132,9 @@ export function registerAdmin(app: FastifyInstance, options: AdminOptions): void
       await options.onRevoked(member);
       return publicMember(member);
     });
+
+    // Shadow mode: per row with a comparator, the counts, the agreement ratio and the last mismatches.
+    admin.get('/admin/shadow', async () => ({ rows: options.shadow() }));
 
     admin.get('/admin/cluster', async () => {
       const result = await options.pool.query(
