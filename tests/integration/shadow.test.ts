@@ -11,6 +11,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { armPlant } from '../../broker/plants.js';
 import type { ShadowReport } from '../../broker/shadow/runner.js';
@@ -19,7 +20,8 @@ import { type InProcessNode, startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
 
-const SHADOWED = ['ha.presence', 'ha.connection-cap', 'ha.rate-limits'] as const;
+const { Client } = pg;
+const SHADOWED = ['ha.presence', 'ha.connection-cap', 'ha.rate-limits', 'ha.schedules'] as const;
 
 let db: TestDatabase;
 let dir: string;
@@ -55,13 +57,27 @@ async function shadowRows(node: InProcessNode): Promise<Record<string, ShadowRep
   return Object.fromEntries(rows.map((row) => [row.flag, row]));
 }
 
-/** Two peers connect (two admissions), list the mesh three times, send five messages (five consumes). */
-async function traffic(node: InProcessNode): Promise<void> {
+/**
+ * Two peers connect (two admissions), list the mesh three times, send five messages (five consumes), make
+ * two schedules due within the comparator's horizon and cancel one (three due-set comparisons).
+ */
+async function traffic(node: InProcessNode) {
   const mesh = await createMesh(node, 2);
   const a = await connectPeer(node.wsUrl, mesh, mesh.members[0]!);
   await connectPeer(node.wsUrl, mesh, mesh.members[1]!);
   for (let i = 0; i < 3; i++) expect((await a.peers()).length).toBe(2);
   for (let i = 0; i < 5; i++) await a.send(mesh.members[1]!.pubkey, `m${i}`);
+  const schedule = () =>
+    a.request<{ type: 'schedule.created'; scheduleId: string }>({
+      type: 'schedule.create',
+      to: mesh.members[1]!.pubkey,
+      body: 'later',
+      at: Date.now() + 40_000,
+    });
+  const kept = await schedule();
+  const cancelled = await schedule();
+  await a.request({ type: 'schedule.cancel', scheduleId: cancelled.scheduleId });
+  return { a, mesh, kept, schedule };
 }
 
 /** The comparisons `traffic` makes, per flag, at least. */
@@ -69,6 +85,7 @@ const EXPECTED: Record<(typeof SHADOWED)[number], number> = {
   'ha.presence': 3,
   'ha.connection-cap': 2,
   'ha.rate-limits': 5,
+  'ha.schedules': 3,
 };
 
 async function compared(node: InProcessNode) {
@@ -110,7 +127,7 @@ describe('shadow mode', () => {
       };
       for (const flag of SHADOWED)
         expect(report.flags[flag]).toMatchObject({ mode: 'shadow', acting: false });
-      await traffic(node);
+      const { kept, schedule } = await traffic(node);
       const rows = await compared(node);
       for (const flag of SHADOWED) {
         expect(rows[flag], flag).toMatchObject({ running: true, disagree: 0, error: 0, mismatches: [] });
@@ -128,6 +145,24 @@ describe('shadow mode', () => {
           (key) => !key.startsWith(`${prefix}shadow:`) && /cap|rlflx/.test(key),
         ),
       ).toEqual([]);
+
+      // The local gap, seen: a cancel made on another node (here, straight in Postgres) never reaches this
+      // node's timer, so the next comparison finds the schedule armed here and not due for the shared side.
+      const pg = new Client({ connectionString: db.url });
+      await pg.connect();
+      await pg.query('UPDATE schedules SET cancelled_at = now() WHERE id = $1', [kept.scheduleId]);
+      await pg.end();
+      await schedule();
+      const gap = await waitFor(
+        async () => {
+          const row = (await shadowRows(node))['ha.schedules']!;
+          return row.disagree > 0 ? row : undefined;
+        },
+        { what: 'the lost cancel seen' },
+      );
+      const [mismatch] = gap.mismatches;
+      expect(mismatch!.local as string[]).toContain(kept.scheduleId);
+      expect(mismatch!.shared as string[]).not.toContain(kept.scheduleId);
 
       // An unknown value is a clear error and changes nothing: the rows stay in shadow.
       writeFlags({ ...allShadow(), 'ha.presence': 'shadw' });
