@@ -64,24 +64,29 @@ function publicMember(member: Member) {
   };
 }
 
+/** The admin scope's hook: the current token, or the retiring one (counted), or 401. */
+function tokenCheck(options: AdminOptions) {
+  return async (request: FastifyRequest, reply: FastifyReply) => {
+    const token = presentedToken(
+      request.headers.authorization,
+      options.adminToken,
+      options.adminTokenPrevious,
+    );
+    if (token === 'previous') options.onPreviousTokenUsed(request);
+    if (token === undefined) {
+      return reply.code(401).header('www-authenticate', 'Bearer').send({
+        error: 'unauthorized',
+        message: 'admin endpoints need Authorization: Bearer <admin token>',
+      });
+    }
+  };
+}
+
 export function registerAdmin(app: FastifyInstance, options: AdminOptions): void {
   const { directory } = options;
 
   app.register(async (admin) => {
-    admin.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
-      const token = presentedToken(
-        request.headers.authorization,
-        options.adminToken,
-        options.adminTokenPrevious,
-      );
-      if (token === 'previous') options.onPreviousTokenUsed(request);
-      if (token === undefined) {
-        return reply.code(401).header('www-authenticate', 'Bearer').send({
-          error: 'unauthorized',
-          message: 'admin endpoints need Authorization: Bearer <admin token>',
-        });
-      }
-    });
+    admin.addHook('onRequest', tokenCheck(options));
 
     admin.post('/admin/meshes', async (request, reply) => {
       const body = parseWith(meshBody, request.body);
