@@ -14,6 +14,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { MeshClient } from '@mesh-broker/sdk';
+import type { FlagKey } from '../flags/registry.js';
 import { type OurCluster, startOurCluster } from './lib/cluster.js';
 import { cpuMeter, postgresBackends } from './lib/cpu.js';
 import { type CommitFigures, commitCounters, commitFigures } from './lib/metrics.js';
@@ -34,8 +35,9 @@ export async function startDmRig(
   label: string,
   pairs: number,
   extraEnv: Record<string, string> = {},
+  shadow: FlagKey[] = [],
 ): Promise<DmRig> {
-  const cluster = await startOurCluster(label, ['ha.presence', 'ha.delivery'], 2, extraEnv);
+  const cluster = await startOurCluster(label, ['ha.presence', 'ha.delivery'], 2, extraEnv, shadow);
   const [node1, node2] = cluster.nodes as [(typeof cluster.nodes)[0], (typeof cluster.nodes)[0]];
   const plans = await cluster.members(pairs * 2, pairs);
   const clients: MeshClient[] = [];
@@ -72,6 +74,9 @@ export interface DmOptions {
   warmupMs: number;
   pairs: number;
   window: number;
+  /** The cluster's database label (default `dms`) and its flags at "shadow" (bench/shadow-cost.ts). */
+  label?: string;
+  shadow?: FlagKey[];
 }
 
 /** CPU time per delivered DM in the measured window (µs), by process: where the time goes. */
@@ -106,7 +111,7 @@ export interface DmResult {
 }
 
 export async function benchDms(options: DmOptions): Promise<DmResult> {
-  const rig = await startDmRig('dms', options.pairs);
+  const rig = await startDmRig(options.label ?? 'dms', options.pairs, {}, options.shadow);
   const urls = rig.cluster.nodes.map((n) => n.url);
   const runs: DmResult['runs'] = [];
   const allLatencies: number[][] = [];

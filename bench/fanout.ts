@@ -15,6 +15,7 @@ import { MeshClient } from '@mesh-broker/sdk';
 import { io, type Socket } from 'socket.io-client';
 import WebSocket from 'ws';
 import { ThrowawayRedisCluster } from '../cli/cluster/redis-cluster.js';
+import type { FlagKey } from '../flags/registry.js';
 import type { Frame } from '../protocol/frames.js';
 import { startOurCluster } from './lib/cluster.js';
 import { cpuMeter } from './lib/cpu.js';
@@ -34,7 +35,15 @@ interface Clients {
 }
 
 export interface System {
-  name: 'ours' | 'ours-redis-cluster' | 'socket.io' | 'raw-relay' | 'positions-on' | 'positions-off';
+  name:
+    | 'ours'
+    | 'ours-redis-cluster'
+    | 'socket.io'
+    | 'raw-relay'
+    | 'positions-on'
+    | 'positions-off'
+    | 'shadow-on'
+    | 'shadow-off';
   urls: [string, string];
   clients: Clients;
   /** The two server processes (brokers, Socket.IO servers, relays). */
@@ -51,13 +60,18 @@ const BASELINES = new URL('./baselines/', import.meta.url).pathname;
  */
 export async function startOurs(
   redisCluster?: ThrowawayRedisCluster,
-  variant?: { name: 'positions-on' | 'positions-off'; env: Record<string, string> },
+  variant?: {
+    name: 'positions-on' | 'positions-off' | 'shadow-on' | 'shadow-off';
+    env: Record<string, string>;
+    shadow?: FlagKey[];
+  },
 ): Promise<System> {
   const cluster = await startOurCluster(
     variant ? `fanout_${variant.name.replace('-', '_')}` : redisCluster ? 'fanout_rc' : 'fanout',
     ['ha.presence', 'ha.delivery', 'ha.streams'],
     2,
     { ...(redisCluster ? { REDIS_CLUSTER_NODES: redisCluster.nodesVariable } : {}), ...variant?.env },
+    variant?.shadow,
   );
   const nodes = cluster.nodes;
   // One mesh with a member for every publisher and subscriber of the scenario.

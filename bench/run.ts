@@ -3,7 +3,8 @@
  * Full: each scenario measured 5 times (medians reported) and PNG plots of the latency distributions in
  * bench/plots/. `--quick` (what CI runs) keeps each scenario to one short run, only to prove the scenarios
  * still work. Every process a scenario starts is SIGKILLed at the end, on failure too.
- * Scenarios: fanout (a), stream-positions (a2: fan-out with stream positions on ÷ off), dms (b), dms-open (b2), db-floor (b1), retention (b3), audit (c), failover (d),
+ * Scenarios: fanout (a), stream-positions (a2: fan-out with stream positions on ÷ off), shadow-cost (a3:
+ * fan-out and DM throughput with shadow mode on ÷ off), dms (b), dms-open (b2), db-floor (b1), retention (b3), audit (c), failover (d),
  * idle (e), cli (f), regions (g: phase 4's two-region simulation, one run; needs `npm run build`),
  * rolling-restart (h: `workbench restart --rolling` under 5,000 sessions against a single kill, one run a
  * time; --quick: 150 sessions). `--retention-s N`: retention's run length in seconds (default 300 in a full run, 4 in --quick).
@@ -26,6 +27,7 @@ import { round } from './lib/stats.js';
 import { benchRegions } from './regions.js';
 import { benchRetention } from './retention.js';
 import { benchRollingRestart } from './rolling-restart.js';
+import { benchShadowCost } from './shadow-cost.js';
 import { benchStreamPositions } from './stream-positions.js';
 
 const quick = process.argv.includes('--quick');
@@ -108,6 +110,24 @@ await scenario('stream-positions', async () => {
       payloadBytes: 256,
       window: 64,
     }),
+  );
+});
+
+await scenario('shadow-cost', async () => {
+  emit(
+    'shadow-cost',
+    await benchShadowCost(
+      {
+        runs,
+        durationMs: quick ? 1000 : 3000,
+        warmupMs: quick ? 300 : 500,
+        publishers: 2,
+        subscribers: 20,
+        payloadBytes: 256,
+        window: 64,
+      },
+      { runs, durationMs: quick ? 1000 : 3000, warmupMs: quick ? 300 : 500, pairs: 8, window: 16 },
+    ),
   );
 });
 

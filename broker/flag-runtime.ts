@@ -5,7 +5,7 @@
  * change (audited once cluster-wide, whichever node sees it first).
  */
 import type { FlagProvider, FlagSnapshot, ProviderStatus } from '../flags/provider.js';
-import { FLAGS, type FlagKey } from '../flags/registry.js';
+import { FLAGS, type FlagKey, type FlagMode, flagMode } from '../flags/registry.js';
 import type { Logger } from './log.js';
 import type { BrokerMetrics } from './metrics.js';
 import type { RowReconciler } from './rows/reconciler.js';
@@ -18,6 +18,8 @@ export interface FlagState {
   value: boolean;
   /** What the node acts on: true when the row runs its shared implementation. */
   acting: boolean;
+  /** The provider's value in full: `shadow` serves locally and compares (docs/flags.md § Shadow). */
+  mode: FlagMode;
   row: string;
 }
 
@@ -101,6 +103,7 @@ export class FlagRuntime {
         const state: FlagState = {
           value: snapshot.values[flag.key],
           acting: this.options.reconciler.using(flag.key) === 'shared',
+          mode: flagMode(snapshot.values, snapshot.shadow ?? [], flag.key),
           row: flag.row,
         };
         return [flag.key, state];
@@ -136,7 +139,7 @@ export class FlagRuntime {
         value: snapshot.values[flag.key],
       }),
     );
-    await this.options.reconciler.apply(snapshot.values);
+    await this.options.reconciler.apply(snapshot.values, snapshot.shadow ?? []);
     const initial = this.applied === undefined || this.applied.source !== snapshot.source;
     this.applied = snapshot;
     if (changed.length > 0) this.options.onChange(changed, snapshot, initial);

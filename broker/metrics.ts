@@ -198,6 +198,20 @@ export class BrokerMetrics {
     registers: [this.registry],
   });
 
+  readonly shadowComparisons = new Counter({
+    name: 'mesh_broker_shadow_comparisons_total',
+    help: 'Shadow mode: calls the local implementation answered, compared with what the shared one would answer, by flag and outcome (agree, disagree, error)',
+    labelNames: ['flag', 'outcome'],
+    registers: [this.registry],
+  });
+
+  readonly shadowActive = new Gauge({
+    name: 'mesh_broker_shadow_active',
+    help: "Shadow mode: 1 while this node compares the flag's row with its shared implementation",
+    labelNames: ['flag'],
+    registers: [this.registry],
+  });
+
   readonly flagEnabled = new Gauge({
     name: 'mesh_broker_flag_enabled',
     help: 'Flag values this node acts on: 1 when the row runs its shared implementation',

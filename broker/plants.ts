@@ -62,6 +62,13 @@ export const PLANTS = [
     description: "a due schedule is fired without its claim (the schedule's lock and its occurrence row)",
     expect: ['schedule-fired-twice', 'schedules-once'],
   },
+  {
+    name: 'shadow-divergence',
+    where: 'broker/shadow/runner.ts (compareOne)',
+    description:
+      "in shadow mode, the shared implementation's answer differs from the local one (a boolean negated, a list one entry off)",
+    expect: ['shadow-disagree'],
+  },
 ] as const satisfies readonly PlantInfo[];
 
 export type PlantName = (typeof PLANTS)[number]['name'];

@@ -3,7 +3,7 @@
  * or the Unleash admin API. One shape for both, so `workbench flags set` and a promotion change flags the
  * same way whichever provider an environment uses.
  */
-import { flagsFile, readFlagsFile, writeFlagsFile } from './file-store.js';
+import { flagsFile, readFlagsFile, readShadowFlags, writeFlagsFile } from './file-store.js';
 import type { FlagKey, FlagValues } from './registry.js';
 import { readUnleashFlags, setUnleashFlag, type UnleashAdminOptions } from './unleash-admin.js';
 
@@ -21,7 +21,13 @@ export function fileFlagsAccess(dir: string, environment: string): FlagsAccess {
     kind: 'file',
     describe: path,
     read: async () => readFlagsFile(path),
-    write: async (flag, on) => writeFlagsFile(path, { ...readFlagsFile(path), [flag]: on }),
+    // The other flags' shadow stays as the file has it; the flag written is on or off now.
+    write: async (flag, on) =>
+      writeFlagsFile(
+        path,
+        { ...readFlagsFile(path), [flag]: on },
+        readShadowFlags(path).filter((key) => key !== flag),
+      ),
   };
 }
 

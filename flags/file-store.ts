@@ -1,7 +1,7 @@
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseFlagsDocument, renderFlagsDocument } from './document.js';
-import type { FlagValues } from './registry.js';
+import type { FlagKey, FlagValues } from './registry.js';
 
 /**
  * The folder of the per-environment flags files shipped with the project, under its package root. The
@@ -23,9 +23,21 @@ export function readFlagsFile(path: string): FlagValues {
   return parsed.values;
 }
 
-/** Replaces the file atomically (write then rename), so a watching node never reads half a file. */
-export function writeFlagsFile(path: string, values: FlagValues): void {
+/** The flags an environment's file sets to "shadow" (none when the file is unusable). */
+export function readShadowFlags(path: string): FlagKey[] {
+  try {
+    return parseFlagsDocument(readFileSync(path, 'utf8')).shadow;
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * Replaces the file atomically (write then rename), so a watching node never reads half a file. `shadow`:
+ * the flags to write as "shadow" (each must be off in `values`).
+ */
+export function writeFlagsFile(path: string, values: FlagValues, shadow: readonly FlagKey[] = []): void {
   const temporary = `${path}.${process.pid}.tmp`;
-  writeFileSync(temporary, renderFlagsDocument(values));
+  writeFileSync(temporary, renderFlagsDocument(values, shadow));
   renameSync(temporary, path);
 }

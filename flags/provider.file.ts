@@ -70,7 +70,13 @@ export class FileFlagProvider implements FlagProvider {
     );
     const parsed = typeof text === 'string' ? parseFlagsDocument(text) : undefined;
     if (parsed?.values) {
-      this.snapshot = { values: parsed.values, source: 'file', fetchedAt: new Date(), error: undefined };
+      this.snapshot = {
+        values: parsed.values,
+        shadow: parsed.shadow,
+        source: 'file',
+        fetchedAt: new Date(),
+        error: undefined,
+      };
     } else {
       const error = typeof text === 'string' ? parsed!.problems.join('; ') : text.message;
       this.snapshot = { ...this.snapshot, error: `${this.path}: ${error}` };

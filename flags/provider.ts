@@ -9,7 +9,7 @@
  * - `refresh()` re-reads the source now (the push path); the provider also polls on its own.
  * - Listeners hear every new snapshot, changed or not (so `fetchedAt` and errors stay current).
  */
-import type { FlagValues } from './registry.js';
+import type { FlagKey, FlagValues } from './registry.js';
 
 export type FlagSource = 'default' | 'file' | 'bootstrap' | 'backup' | 'unleash';
 
@@ -21,6 +21,8 @@ export type ProviderStatus = 'ok' | 'unauthorized' | 'unreachable' | 'error';
 
 export interface FlagSnapshot {
   values: FlagValues;
+  /** The flags in shadow (their value false): absent is none (docs/flags.md § Shadow). */
+  shadow?: readonly FlagKey[];
   source: FlagSource;
   fetchedAt: Date;
   /** Why the latest read failed, while the values stay those of the last good read. */

@@ -3,7 +3,7 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type ClientFeaturesResponse, Unleash, type UnleashConfig } from 'unleash-client';
 import type { FlagProvider, FlagSnapshot, ProviderStatus } from './provider.js';
-import { FLAG_KEYS, type FlagValues } from './registry.js';
+import { FLAG_KEYS, type FlagKey, type FlagValues, parseFlagMode } from './registry.js';
 import { fetchClientFeatures } from './unleash-client-api.js';
 import { unleashApiRoot } from './unleash-url.js';
 
@@ -245,17 +245,42 @@ export class UnleashFlagProvider implements FlagProvider {
   }
 
   private publish(error: string | undefined, status: ProviderStatus): void {
+    const read = this.evaluate();
+    // A variant naming no flag value is a bad definition: the last good values stay, the error is said.
+    if (read.problems.length > 0) {
+      error = [error, ...read.problems].filter(Boolean).join('; ');
+      status = status === 'ok' ? 'error' : status;
+    }
+    const { values, shadow } = read.problems.length > 0 ? this.snapshot : read;
+    const source = this.fromServer ? 'unleash' : this.fallbackSource;
+    const fetchedAt = error ? this.snapshot.fetchedAt : new Date();
+    this.snapshot = { values, shadow: shadow ?? [], source, fetchedAt, error, status };
+    for (const listener of this.listeners) listener(this.snapshot);
+  }
+
+  /**
+   * Each flag for this node: enabled or not, and an enabled flag's variant (the SDK picks it per node)
+   * says its value: none (or `on`) is on, `shadow` is shadow, `off` is off; any other name is a problem.
+   */
+  private evaluate(): { values: FlagValues; shadow: FlagKey[]; problems: string[] } {
     const context = {
       environment: this.options.environment,
       userId: this.options.nodeId,
       properties: { nodeId: this.options.nodeId },
     };
-    const values = Object.fromEntries(
-      FLAG_KEYS.map((key) => [key, this.client.isEnabled(key, context, this.options.bootstrap[key])]),
-    ) as FlagValues;
-    const source = this.fromServer ? 'unleash' : this.fallbackSource;
-    const fetchedAt = error ? this.snapshot.fetchedAt : new Date();
-    this.snapshot = { values, source, fetchedAt, error, status };
-    for (const listener of this.listeners) listener(this.snapshot);
+    const values = { ...this.options.bootstrap };
+    const shadow: FlagKey[] = [];
+    const problems: string[] = [];
+    for (const key of FLAG_KEYS) {
+      const enabled = this.client.isEnabled(key, context, this.options.bootstrap[key]);
+      const variant = enabled ? this.client.getVariant(key, context) : undefined;
+      const name = variant?.enabled ? variant.name : 'on';
+      const mode = enabled ? parseFlagMode(name) : 'off';
+      if (mode === undefined)
+        problems.push(`flag "${key}" has variant "${name}": its variants must be "on", "off" or "shadow"`);
+      values[key] = mode === 'on';
+      if (mode === 'shadow') shadow.push(key);
+    }
+    return { values, shadow, problems };
   }
 }

@@ -100,6 +100,29 @@ export const FLAGS = [
 export type FlagKey = (typeof FLAGS)[number]['key'];
 export type FlagValues = Record<FlagKey, boolean>;
 
+/**
+ * A flag's three values: `off` (the local implementation), `on` (the shared one) and `shadow` (the local
+ * one serves, the shared one runs beside it read-only or on a shadow copy and what each would answer is
+ * compared: docs/flags.md § Shadow). `FlagValues` carries what serves (shadow is `false` there), and the
+ * flags in shadow travel beside it (`FlagSnapshot.shadow`), so every reader of `FlagValues` keeps serving
+ * from the local implementation without knowing shadow exists.
+ */
+export const FLAG_MODES = ['off', 'shadow', 'on'] as const;
+export type FlagMode = (typeof FLAG_MODES)[number];
+
+/** A flag value as a flags file or an Unleash variant spells it: true/false, "on"/"off" or "shadow". */
+export function parseFlagMode(value: unknown): FlagMode | undefined {
+  if (value === true || value === 'on') return 'on';
+  if (value === false || value === 'off') return 'off';
+  if (value === 'shadow') return 'shadow';
+  return undefined;
+}
+
+/** A flag's mode from the serving values and the flags in shadow. */
+export function flagMode(values: FlagValues, shadow: readonly FlagKey[], key: FlagKey): FlagMode {
+  return values[key] ? 'on' : shadow.includes(key) ? 'shadow' : 'off';
+}
+
 export const FLAG_KEYS: readonly FlagKey[] = FLAGS.map((flag) => flag.key);
 
 export function isFlagKey(key: string): key is FlagKey {

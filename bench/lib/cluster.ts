@@ -30,10 +30,12 @@ export async function startOurCluster(
   flags: FlagKey[],
   count: number,
   extraEnv: Record<string, string> = {},
+  /** Flags at "shadow" (docs/flags.md § Shadow). */
+  shadow: FlagKey[] = [],
 ): Promise<OurCluster> {
   const redis = await startRedis();
   const databaseUrl = await createDatabase(label);
-  const folder = flagsFolder(flags);
+  const folder = flagsFolder(flags, shadow);
   const env = {
     DATABASE_URL: databaseUrl,
     REDIS_URL: redis.url,

@@ -133,13 +133,13 @@ export async function createDatabase(label: string): Promise<string> {
   return url.toString();
 }
 
-/** A flags folder with one environment whose listed flags are on. */
-export function flagsFolder(on: FlagKey[]): { dir: string; env: string } {
+/** A flags folder with one environment whose listed flags are on (and those of `shadow` at "shadow"). */
+export function flagsFolder(on: FlagKey[], shadow: FlagKey[] = []): { dir: string; env: string } {
   const dir = mkdtempSync(join(tmpdir(), 'wb-bench-flags-'));
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
   const values = defaultFlagValues();
   for (const key of on) values[key] = true;
-  writeFileSync(join(dir, 'bench.json'), renderFlagsDocument(values));
+  writeFileSync(join(dir, 'bench.json'), renderFlagsDocument(values, shadow));
   return { dir, env: 'bench' };
 }
 

@@ -3,6 +3,7 @@ import { defineRow, type RowParts } from '../rows/row.js';
 import type { ConnectionCap } from './connection-cap.js';
 import { LocalConnectionCap } from './connection-cap.local.js';
 import { SharedConnectionCap } from './connection-cap.shared.js';
+import { connectionCapShadow } from './shadow.js';
 
 export const connectionCapRow = defineRow({
   name: 'connection-cap',
@@ -22,6 +23,15 @@ export const connectionCapRow = defineRow({
       onFallback: () => metrics.redisFallbacks.inc({ row: 'connection-cap' }),
       log,
     });
-    return { local, shared };
+    const shadow = () =>
+      connectionCapShadow({
+        local,
+        redis,
+        nodeId: config.nodeId,
+        cap: config.meshConnectionCap,
+        partTtlMs: config.nodeDeadMs,
+        log,
+      });
+    return { local, shared, shadow };
   },
 });

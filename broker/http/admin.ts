@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { hex, parseWith, storableText, uuid } from '../../protocol/parse.js';
 import type { Pool } from '../db/pool.js';
 import type { Directory, Member } from '../identity/directory.js';
+import type { ShadowReport } from '../shadow/runner.js';
 
 export interface AdminOptions {
   adminToken: string;
@@ -21,6 +22,8 @@ export interface AdminOptions {
   endOwnedWork: (member: Member) => Promise<void>;
   /** Ends every live session of a member that was just revoked (close 4403). */
   onRevoked: (member: Member) => Promise<void>;
+  /** Each row's shadow comparisons on this node (docs/flags.md § Shadow). */
+  shadow: () => ShadowReport[];
   /** Records a change of a mesh's home region on the mesh's audit chain. */
   onHomeRegionSet: (meshId: string, change: { from: string | null; to: string | null }) => void;
 }
@@ -61,24 +64,29 @@ function publicMember(member: Member) {
   };
 }
 
+/** The admin scope's hook: the current token, or the retiring one (counted), or 401. */
+function tokenCheck(options: AdminOptions) {
+  return async (request: FastifyRequest, reply: FastifyReply) => {
+    const token = presentedToken(
+      request.headers.authorization,
+      options.adminToken,
+      options.adminTokenPrevious,
+    );
+    if (token === 'previous') options.onPreviousTokenUsed(request);
+    if (token === undefined) {
+      return reply.code(401).header('www-authenticate', 'Bearer').send({
+        error: 'unauthorized',
+        message: 'admin endpoints need Authorization: Bearer <admin token>',
+      });
+    }
+  };
+}
+
 export function registerAdmin(app: FastifyInstance, options: AdminOptions): void {
   const { directory } = options;
 
   app.register(async (admin) => {
-    admin.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
-      const token = presentedToken(
-        request.headers.authorization,
-        options.adminToken,
-        options.adminTokenPrevious,
-      );
-      if (token === 'previous') options.onPreviousTokenUsed(request);
-      if (token === undefined) {
-        return reply.code(401).header('www-authenticate', 'Bearer').send({
-          error: 'unauthorized',
-          message: 'admin endpoints need Authorization: Bearer <admin token>',
-        });
-      }
-    });
+    admin.addHook('onRequest', tokenCheck(options));
 
     admin.post('/admin/meshes', async (request, reply) => {
       const body = parseWith(meshBody, request.body);
@@ -129,6 +137,9 @@ export function registerAdmin(app: FastifyInstance, options: AdminOptions): void
       await options.onRevoked(member);
       return publicMember(member);
     });
+
+    // Shadow mode: per row with a comparator, the counts, the agreement ratio and the last mismatches.
+    admin.get('/admin/shadow', async () => ({ rows: options.shadow() }));
 
     admin.get('/admin/cluster', async () => {
       const result = await options.pool.query(

@@ -92,6 +92,7 @@ export async function createHttp(options: HttpOptions): Promise<FastifyInstance>
     onHomeRegionSet: (meshId, change) =>
       rows.audit.record({ meshId, eventType: 'mesh.home_region_set', actor: 'admin', payload: change }),
     endOwnedWork: (member) => rows.set.memberRevoked(member),
+    shadow: () => reconciler.shadowReports(),
     onRevoked: async (member) => {
       await sessions.endMemberSessions(member.id);
       await bus.publishToMesh(member.meshId, 'member.revoked', { memberId: member.id });

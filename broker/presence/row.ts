@@ -12,6 +12,7 @@ import type { Presence } from './presence.js';
 import { LocalPresence } from './presence.local.js';
 import { SharedPresence } from './presence.shared.js';
 import { SessionBindings } from './session-bindings.js';
+import { presenceShadow } from './shadow.js';
 
 export const presenceRow = defineRow({
   name: 'presence',
@@ -69,6 +70,7 @@ export const presenceRow = defineRow({
         bindings,
         log,
       }),
+      shadow: (sides) => presenceShadow(sides, config.nodeId),
       relays: [{ kind: 'presence.event', handle: (meshId, frame) => sinks.presenceRelay(meshId, frame) }],
       frames: registerPresenceFrames,
     };

@@ -3,6 +3,7 @@ import { defineRow, type RowParts } from '../rows/row.js';
 import { type RateLimits, ratePolicies } from './rate-limits.js';
 import { LocalRateLimits } from './rate-limits.local.js';
 import { SharedRateLimits } from './rate-limits.shared.js';
+import { rateLimitsShadow } from './shadow.js';
 
 export const rateLimitsRow = defineRow({
   name: 'rate-limits',
@@ -14,6 +15,10 @@ export const rateLimitsRow = defineRow({
     const policies = ratePolicies(config);
     const local = new LocalRateLimits(policies);
     const onFallback = () => metrics.redisFallbacks.inc({ row: 'rate-limits' });
-    return { local, shared: new SharedRateLimits(redis, redisGuard, policies, local, onFallback, log) };
+    return {
+      local,
+      shared: new SharedRateLimits(redis, redisGuard, policies, local, onFallback, log),
+      shadow: () => rateLimitsShadow(redis, policies, log),
+    };
   },
 });

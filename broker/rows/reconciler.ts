@@ -42,6 +42,7 @@ export interface ReconcilerOptions {
 
 export class RowReconciler extends EventEmitter<NodeEvents> {
   private values: FlagValues | undefined;
+  private shadow: readonly FlagKey[] = [];
   private passes: Promise<void> = Promise.resolve();
   private allowed: boolean | undefined;
   private closed = false;
@@ -55,10 +56,19 @@ export class RowReconciler extends EventEmitter<NodeEvents> {
     }
   }
 
-  /** Moves every row to what `values` select; resolves when that pass is done. */
-  apply(values: FlagValues): Promise<void> {
+  /**
+   * Moves every row to what `values` select, and runs the shadow comparisons of the flags in `shadow`
+   * (docs/flags.md § Shadow); resolves when that pass is done.
+   */
+  apply(values: FlagValues, shadow: readonly FlagKey[] = []): Promise<void> {
     this.values = values;
+    this.shadow = shadow;
     return this.pass();
+  }
+
+  /** Every row's shadow comparisons (rows with a comparator), for the admin API. */
+  shadowReports() {
+    return this.options.rows.flatMap((row) => row.shadowReport() ?? []);
   }
 
   /** What each flag's row uses now (for /flags, metrics and the heartbeat). */
@@ -92,6 +102,16 @@ export class RowReconciler extends EventEmitter<NodeEvents> {
     }
   }
 
+  /** A comparator that cannot start (its copy's Redis down) leaves the row serving as it is, and is logged. */
+  private async shadowRow(row: ManagedRow, on: boolean): Promise<void> {
+    await row.setShadow(on).catch((error) => {
+      this.options.log.warn(
+        { err: error, flag: row.definition.flag, shadow: on },
+        'shadow comparisons: could not change',
+      );
+    });
+  }
+
   private pass(): Promise<void> {
     this.passes = this.passes.then(() => this.reconcile());
     return this.passes;
@@ -122,6 +142,7 @@ export class RowReconciler extends EventEmitter<NodeEvents> {
         this.emit('row.switched', { flag, using: row.switch.using, running: row.switch.running });
       }
       metrics.flagEnabled.set({ flag }, row.switch.using === 'shared' ? 1 : 0);
+      await this.shadowRow(row, !values[flag] && this.shadow.includes(flag) && row.switch.using === 'local');
     }
     const allowed = this.backgroundAllowed();
     metrics.activeLease.set(this.holdsActiveLease() ? 1 : 0);

@@ -7,6 +7,7 @@
 import type { FrameRoutes } from '../../protocol/routes.js';
 import type { Unsubscribe } from '../bus/bus.js';
 import type { Member } from '../identity/directory.js';
+import { ShadowRunner } from '../shadow/runner.js';
 import type { NodeServices, ServiceName } from './context.js';
 import type { Lifecycle } from './lifecycle.js';
 import type { AnyRow, ApiOf, BuiltRow, ManagedRow, Needs, RowDefinition, SessionHooks } from './row.js';
@@ -36,6 +37,14 @@ export function buildRow<T extends Lifecycle, E extends object, K extends Servic
   const view = rowSwitch.view;
   parts.gauges?.(view);
   const detach: Unsubscribe[] = (parts.relays ?? []).map((relay) => services.bus.relay(relay));
+  const shadow = parts.shadow
+    ? new ShadowRunner(
+        definition.flag,
+        parts.shadow({ local: parts.local, shared: parts.shared }),
+        services.metrics,
+        services.log,
+      )
+    : undefined;
   return {
     definition,
     switch: rowSwitch,
@@ -45,7 +54,17 @@ export function buildRow<T extends Lifecycle, E extends object, K extends Servic
     serveFrames: (routes) => parts.frames?.(routes, view),
     memberRevoked: async (member) => parts.memberRevoked?.(member),
     nodeWork: parts.nodeWork ?? [],
+    setShadow: async (on) => {
+      if (!shadow) return;
+      // Observing only while comparing: a row out of shadow pays nothing per call.
+      if (!on) rowSwitch.observeLocal(undefined);
+      await shadow.set(on);
+      if (on) rowSwitch.observeLocal((method, args, answer) => shadow.observe(method, args, answer));
+    },
+    shadowReport: () => shadow?.report(),
     close: async () => {
+      rowSwitch.observeLocal(undefined);
+      await shadow?.close();
       for (const off of detach) off();
       await rowSwitch.close();
     },

@@ -13,6 +13,8 @@ import type { FrameRoutes } from '../../protocol/routes.js';
 import type { BusRelay } from '../bus/messages.js';
 import type { SessionIdentity } from '../connections/connection.js';
 import type { Member } from '../identity/directory.js';
+import type { ShadowReport } from '../shadow/runner.js';
+import type { RowShadow } from '../shadow/shadow.js';
 import type { NodeServices, ServiceName } from './context.js';
 import type { Lifecycle } from './lifecycle.js';
 import type { HandOver, RowSwitch, Switch } from './switch.js';
@@ -56,6 +58,11 @@ export interface RowParts<T extends Lifecycle, E extends object = object> {
   nodeWork?: NodeWork[];
   /** What rows that need this one get beside its view (a store, say). */
   exports?: E;
+  /**
+   * The row's comparator for shadow mode (its `shadow.ts`, broker/shadow/shadow.ts): what the shared
+   * implementation would answer to the calls the local one serves. A row without one runs `shadow` as off.
+   */
+  shadow?: (sides: { local: T; shared: T }) => RowShadow;
 }
 
 /** A row's work for the node's life (see RowParts.nodeWork). */
@@ -131,6 +138,13 @@ export interface ManagedRow {
   serveFrames(routes: FrameRoutes): void;
   memberRevoked(member: Member): Promise<void>;
   readonly nodeWork: readonly NodeWork[];
+  /**
+   * Starts (true) or stops the row's shadow comparisons; a row without a comparator ignores it. The
+   * reconciler asks for true only while the flag is `shadow` and the local implementation serves.
+   */
+  setShadow(on: boolean): Promise<void>;
+  /** The row's shadow comparisons so far; undefined for a row without a comparator. */
+  shadowReport(): ShadowReport | undefined;
   /** Node shutdown: detaches the relays, then stops the implementation in use. */
   close(): Promise<void>;
 }

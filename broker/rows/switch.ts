@@ -20,6 +20,9 @@ import type { Implementation, Lifecycle } from './lifecycle.js';
 /** State the new implementation takes over from the old one; runs after both changed state. */
 export type HandOver<T> = (from: T, to: T, target: Implementation) => Promise<void>;
 
+/** Hears each call the local implementation answered, with its answer (shadow mode: broker/shadow/). */
+export type CallObserver = (method: string, args: readonly unknown[], answer: unknown) => void;
+
 /** How long a move waits for calls running on the old implementation. */
 const DRAIN_MS = 5000;
 
@@ -53,6 +56,7 @@ export class Switch<T extends Lifecycle> implements RowSwitch {
   private inFlight = 0;
   private idle: (() => void) | undefined;
   private readonly wrappers = new Map<PropertyKey, unknown>();
+  private observer: CallObserver | undefined;
 
   constructor(private readonly options: SwitchOptions<T>) {
     this.flag = options.flag;
@@ -72,6 +76,14 @@ export class Switch<T extends Lifecycle> implements RowSwitch {
   /** The implementation behind a side (for the few readers that need its own methods, e.g. metrics). */
   implementation(side: Implementation): T {
     return side === 'shared' ? this.options.shared : this.options.local;
+  }
+
+  /**
+   * Shadow mode: `observer` hears every call answered by the local implementation while it is in use
+   * (after the answer, off the caller's path); undefined stops it. The caller gets the same answer either way.
+   */
+  observeLocal(observer: CallObserver | undefined): void {
+    this.observer = observer;
   }
 
   /**
@@ -176,6 +188,18 @@ export class Switch<T extends Lifecycle> implements RowSwitch {
     return wrapper;
   }
 
+  /** Hands a local answer to the observer once it is there; a failed call is not compared. */
+  private observed(observer: CallObserver, method: string, args: unknown[], result: unknown): void {
+    if (!(result instanceof Promise)) {
+      observer(method, args, result);
+      return;
+    }
+    result.then(
+      (answer) => observer(method, args, answer),
+      () => {},
+    );
+  }
+
   private call(property: PropertyKey, args: unknown[]): unknown {
     if (this.moving) {
       const deferred = this.moving.catch(() => {}).then(() => this.call(property, args));
@@ -185,6 +209,8 @@ export class Switch<T extends Lifecycle> implements RowSwitch {
     }
     const target = this.implementation(this.selected);
     const result = (Reflect.get(target, property) as (...a: unknown[]) => unknown).apply(target, args);
+    const observer = this.selected === 'local' ? this.observer : undefined;
+    if (observer) this.observed(observer, String(property), args, result);
     if (result instanceof Promise) {
       this.inFlight++;
       result

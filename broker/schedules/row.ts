@@ -13,6 +13,7 @@ import { registerScheduleFrames } from './frames.js';
 import type { Scheduler } from './scheduler.js';
 import { LocalScheduler } from './scheduler.local.js';
 import { SharedScheduler } from './scheduler.shared.js';
+import { schedulesShadow } from './shadow.js';
 import { ScheduleStore } from './store.js';
 
 export const schedulerRow = defineRow({
@@ -45,8 +46,10 @@ export const schedulerRow = defineRow({
       metrics,
       log,
     };
+    const local = new LocalScheduler(store, fireOccurrence(fireOptions), log);
     return {
-      local: new LocalScheduler(store, fireOccurrence(fireOptions), log),
+      local,
+      shadow: () => schedulesShadow({ local, pool, homeRule: regions.view }),
       shared: new SharedScheduler({
         ...fireOptions,
         pool,

@@ -11,6 +11,8 @@ import { laterOf, MAX_TIMER_MS, nextCronRun } from './timing.js';
  */
 export class LocalScheduler implements Scheduler {
   private readonly timers = new Map<string, NodeJS.Timeout>();
+  /** When each armed schedule fires next (ms since the epoch): what shadow mode compares. */
+  private readonly armedFor = new Map<string, number>();
   /** Closed until started: a node arms nothing before it may run background work. */
   private closed = true;
 
@@ -33,12 +35,24 @@ export class LocalScheduler implements Scheduler {
   cancelled(scheduleId: string): void {
     clearTimeout(this.timers.get(scheduleId));
     this.timers.delete(scheduleId);
+    this.armedFor.delete(scheduleId);
+  }
+
+  /** Whether this node arms schedules now (activated: it may run background work). */
+  get running(): boolean {
+    return !this.closed;
+  }
+
+  /** The schedules armed to fire before `until` (ms since the epoch), by id: this node's due set. */
+  dueBefore(until: number): string[] {
+    return [...this.armedFor].flatMap(([id, at]) => (at <= until ? [id] : [])).sort();
   }
 
   async deactivate(): Promise<void> {
     this.closed = true;
     for (const timer of this.timers.values()) clearTimeout(timer);
     this.timers.clear();
+    this.armedFor.clear();
   }
 
   async close(): Promise<void> {}
@@ -54,10 +68,12 @@ export class LocalScheduler implements Scheduler {
     );
     timer.unref();
     this.timers.set(schedule.scheduleId, timer);
+    this.armedFor.set(schedule.scheduleId, schedule.nextFireAt.getTime());
   }
 
   private async due(schedule: Schedule): Promise<void> {
     this.timers.delete(schedule.scheduleId);
+    this.armedFor.delete(schedule.scheduleId);
     if (this.closed) return;
     const occurrence = schedule.occurrences + 1;
     await this.fire(schedule, occurrence);

@@ -86,10 +86,11 @@ describe('flags over three node processes (file provider)', () => {
       source: 'file',
       error: null,
     });
-    expect(report.flags['ha.audit']).toEqual({ value: false, acting: false, row: 'audit lastHash' });
+    expect(report.flags['ha.audit']).toEqual({ value: false, acting: false, mode: 'off', row: 'audit lastHash' });
     expect(report.flags['ha.active-lease']).toEqual({
       value: false,
       acting: false,
+      mode: 'off',
       row: 'background work on a warm standby',
     });
     const metrics = await (await fetch(`${nodes[0]!.url}/metrics`)).text();
@@ -97,7 +98,7 @@ describe('flags over three node processes (file provider)', () => {
     const row = await db.query(
       "SELECT info->'flags'->'flags'->'ha.audit' AS audit FROM nodes WHERE id = 'f1'",
     );
-    expect(row.rows[0]?.audit).toEqual({ value: false, acting: false, row: 'audit lastHash' });
+    expect(row.rows[0]?.audit).toEqual({ value: false, acting: false, mode: 'off', row: 'audit lastHash' });
   });
 
   it('propagates `workbench flags set` to every node at once (push/watch, not the poll), audited once per change', async () => {
@@ -168,8 +169,8 @@ describe('flags over three node processes (file provider)', () => {
       const json = JSON.parse((await runWorkbench(['flags', 'list', '--env', ENV, '--json'], cliEnv)).stdout);
       const audit = json.flags.find((f: { flag: string }) => f.flag === 'ha.audit');
       expect(audit).toMatchObject({ desired: true, disagree: true });
-      expect(audit.nodes.f1).toEqual({ value: true, acting: true, row: 'audit lastHash' });
-      expect(audit.nodes.f4).toEqual({ value: false, acting: false, row: 'audit lastHash' });
+      expect(audit.nodes.f1).toEqual({ value: true, acting: true, mode: 'on', row: 'audit lastHash' });
+      expect(audit.nodes.f4).toEqual({ value: false, acting: false, mode: 'off', row: 'audit lastHash' });
       expect(json.nodes).toEqual(['f1', 'f2', 'f3', 'f4']);
       const table = (await runWorkbench(['flags', 'list', '--env', ENV], cliEnv)).stdout;
       expect(table.split('\n').find((l) => l.startsWith('ha.audit'))).toMatch(
@@ -207,9 +208,9 @@ describe('flags over three node processes (file provider)', () => {
     // (A plain write is not atomic: the node may first see half a file, also reported, then the whole.)
     const broken = await waitFor(async () => {
       const r = await flagsOf(nodes[1]!);
-      return r.error?.includes('must be true or false') ? r : undefined;
+      return r.error?.includes('must be true, false or "shadow"') ? r : undefined;
     });
-    expect(broken.error).toContain('flag "ha.audit" must be true or false');
+    expect(broken.error).toContain('flag "ha.audit" must be true, false or "shadow"');
     expect(broken.flags).toEqual(before.flags);
     expect(await (await fetch(`${nodes[1]!.url}/metrics`)).text()).toContain(
       'mesh_broker_flag_config_error{node="f2"} 1',

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseFlagsDocument, renderFlagsDocument } from '../../flags/document.js';
-import { defaultFlagValues, FLAGS, phasePreset } from '../../flags/registry.js';
+import { defaultFlagValues, FLAGS, flagMode, phasePreset } from '../../flags/registry.js';
 
 describe('flags registry and file format', () => {
   it('names one flag per state row with an HA mechanism, plus the active lease, each with phase and description', () => {
@@ -39,7 +39,7 @@ describe('flags registry and file format', () => {
 
   it('round-trips a file and fills missing flags with defaults', () => {
     const values = { ...defaultFlagValues(), 'ha.audit': true };
-    expect(parseFlagsDocument(renderFlagsDocument(values))).toEqual({ values, problems: [] });
+    expect(parseFlagsDocument(renderFlagsDocument(values))).toEqual({ values, shadow: [], problems: [] });
     expect(parseFlagsDocument('{"flags": {"ha.audit": true}}').values).toEqual(values);
   });
 
@@ -48,10 +48,28 @@ describe('flags registry and file format', () => {
     ['[]', 'expected an object'],
     ['{"ha.audit": true}', 'expected an object'],
     ['{"flags": {"ha.audti": true}}', 'unknown flag "ha.audti"'],
-    ['{"flags": {"ha.audit": "yes"}}', 'flag "ha.audit" must be true or false'],
+    ['{"flags": {"ha.audit": "yes"}}', 'flag "ha.audit" must be true, false or "shadow"'],
+    ['{"flags": {"ha.audit": "shadw"}}', 'flag "ha.audit" must be true, false or "shadow", got "shadw"'],
+    ['{"flags": {"ha.audit": "shadow", "ha.mcp": 1}}', 'flag "ha.mcp" must be true, false or "shadow"'],
   ])('refuses %s as a whole, saying why', (text, problem) => {
     const parsed = parseFlagsDocument(text);
     expect(parsed.values).toBeUndefined();
     expect(parsed.problems.join('\n')).toContain(problem);
+  });
+
+  it('reads "shadow" as the third value: served locally (false), listed in shadow, and writes it back', () => {
+    const parsed = parseFlagsDocument(
+      '{"flags": {"ha.presence": "shadow", "ha.audit": true, "ha.mcp": "off"}}',
+    );
+    expect(parsed.problems).toEqual([]);
+    expect(parsed.shadow).toEqual(['ha.presence']);
+    expect(parsed.values).toMatchObject({ 'ha.presence': false, 'ha.audit': true, 'ha.mcp': false });
+    expect(flagMode(parsed.values!, parsed.shadow, 'ha.presence')).toBe('shadow');
+    expect(flagMode(parsed.values!, parsed.shadow, 'ha.audit')).toBe('on');
+    expect(flagMode(parsed.values!, parsed.shadow, 'ha.mcp')).toBe('off');
+    expect(parseFlagsDocument(renderFlagsDocument(parsed.values!, parsed.shadow))).toEqual(parsed);
+    expect(JSON.parse(renderFlagsDocument(parsed.values!, parsed.shadow)).flags['ha.presence']).toBe(
+      'shadow',
+    );
   });
 });

@@ -233,7 +233,7 @@ const FLOORS: Array<{ floor: string; units: string[] }> = [
     units: ['db', 'redis', 'bus', 'log', 'metrics', 'config', 'paths', 'timing', 'secrets', 'plants'],
   },
   { floor: 'shared services', units: ['connections', 'identity', 'hello', 'membership', 'paging'] },
-  { floor: 'row framework', units: ['rows'] },
+  { floor: 'row framework', units: ['rows', 'shadow'] },
   {
     floor: 'rows',
     units: [
