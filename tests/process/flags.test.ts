@@ -86,7 +86,12 @@ describe('flags over three node processes (file provider)', () => {
       source: 'file',
       error: null,
     });
-    expect(report.flags['ha.audit']).toEqual({ value: false, acting: false, mode: 'off', row: 'audit lastHash' });
+    expect(report.flags['ha.audit']).toEqual({
+      value: false,
+      acting: false,
+      mode: 'off',
+      row: 'audit lastHash',
+    });
     expect(report.flags['ha.active-lease']).toEqual({
       value: false,
       acting: false,
