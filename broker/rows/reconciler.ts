@@ -15,6 +15,7 @@ import { EventEmitter } from 'node:events';
 import type { FlagKey, FlagValues } from '../../flags/registry.js';
 import type { Logger } from '../log.js';
 import type { BrokerMetrics } from '../metrics.js';
+import { plantFlagActing } from '../plants.js';
 import type { BackgroundGate } from './background-gate.js';
 import type { Implementation } from './lifecycle.js';
 import type { BuiltRow, ManagedRow } from './row.js';
@@ -122,6 +123,7 @@ export class RowReconciler extends EventEmitter<NodeEvents> {
         this.emit('row.switched', { flag, using: row.switch.using, running: row.switch.running });
       }
       metrics.flagEnabled.set({ flag }, row.switch.using === 'shared' ? 1 : 0);
+      plantFlagActing(flag, row.switch.using === 'shared');
     }
     const allowed = this.backgroundAllowed();
     metrics.activeLease.set(this.holdsActiveLease() ? 1 : 0);
