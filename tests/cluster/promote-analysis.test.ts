@@ -3,7 +3,8 @@
  * a healthy promotion from phase 2 to 3 passes its baseline and bake; the same promotion with the
  * regression `delivery-slow` (+50 ms per remote delivery, switched on by the flip) is aborted within two
  * analysis intervals of its bake and rolled back; an analysis with no data (and one whose every measurement
- * errors) pauses, never passes, and holds the environment until `--abort`. The environment is an
+ * errors) pauses, never passes, and holds the environment until `--abort`; a bake without data pauses
+ * with the flags flipped, and `--abort` puts them back. The environment is an
  * environment file over the local cluster, without node control, so the node-failure checks are skipped
  * and the two smoke runs take seconds; steady cross-node DMs give the latency metric its data.
  */
@@ -351,4 +352,47 @@ describe('promote --analysis against a real Prometheus', () => {
     expect(resume.code).toBe(2);
     expect(resume.stdout).toContain('--resume: no paused promotion of local');
   }, 120_000);
+
+  it('a bake with no data pauses with the flags flipped; --abort puts them back (exit 1)', async () => {
+    // Data while ha.streams is off (phase 2), none once it is on: the baseline passes, the bake has nothing.
+    const file = analysisFile('bake-no-data', [
+      {
+        name: 'streams-off',
+        interval: '1s',
+        count: 2,
+        successCondition: 'result == 0',
+        provider: { prometheus: { query: 'max(mesh_broker_flag_enabled{flag="ha.streams"} == 0)' } },
+      },
+    ]);
+    const result = await promote(['--analysis', file]);
+    expect(result.code, result.stdout + result.stderr).toBe(5);
+    expect(result.outcome).toMatchObject({
+      status: 'paused',
+      analysis: { stage: 'bake', status: 'inconclusive' },
+    });
+    expect(result.outcome.reason).toContain("bake analysis inconclusive (the flags are phase 3's)");
+    expect(result.measurements.map((m) => `${m.stage} ${m.outcome}`)).toEqual([
+      'baseline successful',
+      'baseline successful',
+      'bake inconclusive',
+    ]);
+    const acting = async () => {
+      const report = (await (await fetch(`${cluster().nodes[0]!.url}/flags`)).json()) as {
+        flags: Record<string, { acting: boolean }>;
+      };
+      return report.flags['ha.streams']?.acting;
+    };
+    expect(await acting()).toBe(true);
+    const aborted = await promote(['--abort']);
+    expect(aborted.code, aborted.stdout + aborted.stderr).toBe(1);
+    expect(aborted.outcome).toMatchObject({
+      status: 'rolled-back',
+      reason: 'aborted by release-manager at the bake pause (streams-off)',
+    });
+    expect(await acting()).toBe(false);
+    const last = await db.query(
+      'SELECT from_phase, to_phase, status FROM promotions ORDER BY id DESC LIMIT 1',
+    );
+    expect(last.rows[0]).toEqual({ from_phase: 2, to_phase: 3, status: 'rolled-back' });
+  }, 180_000);
 });
