@@ -3,8 +3,8 @@
  * a healthy promotion from phase 2 to 3 passes its baseline and bake; the same promotion with the
  * regression `delivery-slow` (+50 ms per remote delivery, switched on by the flip) is aborted within two
  * analysis intervals of its bake and rolled back; an analysis with no data (and one whose every measurement
- * errors) pauses, never passes, and holds the environment until `--abort`; a bake without data pauses
- * with the flags flipped, and `--abort` puts them back. The environment is an
+ * errors) pauses, never passes, and holds the environment until `--abort`; `--resume` of a baseline pause
+ * goes on through the flip, a bake without data pauses with the flags flipped, and `--abort` puts them back. The environment is an
  * environment file over the local cluster, without node control, so the node-failure checks are skipped
  * and the two smoke runs take seconds; steady cross-node DMs give the latency metric its data.
  */
@@ -353,7 +353,7 @@ describe('promote --analysis against a real Prometheus', () => {
     expect(resume.stdout).toContain('--resume: no paused promotion of local');
   }, 120_000);
 
-  it('a bake with no data pauses with the flags flipped; --abort puts them back (exit 1)', async () => {
+  it('--resume after a baseline pause goes on; a bake with no data pauses with the flags flipped; --abort puts them back (exit 1)', async () => {
     // Data while ha.streams is off (phase 2), none once it is on: the baseline passes, the bake has nothing.
     const file = analysisFile('bake-no-data', [
       {
@@ -364,18 +364,23 @@ describe('promote --analysis against a real Prometheus', () => {
         provider: { prometheus: { query: 'max(mesh_broker_flag_enabled{flag="ha.streams"} == 0)' } },
       },
     ]);
-    const result = await promote(['--analysis', file]);
+    // Paused at the baseline (no data), then resumed with this analysis for the bake: the flip goes ahead.
+    const noData = await promote(['--analysis', join(cwd, 'no-data.json')]);
+    expect(noData.code, noData.stdout + noData.stderr).toBe(5);
+    const result = await promote(['--resume', '--analysis', file]);
     expect(result.code, result.stdout + result.stderr).toBe(5);
+    expect(result.lines.some((l) => l.type === 'check' && l.when === 'after')).toBe(true);
     expect(result.outcome).toMatchObject({
       status: 'paused',
       analysis: { stage: 'bake', status: 'inconclusive' },
     });
     expect(result.outcome.reason).toContain("bake analysis inconclusive (the flags are phase 3's)");
-    expect(result.measurements.map((m) => `${m.stage} ${m.outcome}`)).toEqual([
-      'baseline successful',
-      'baseline successful',
-      'bake inconclusive',
-    ]);
+    // Its baseline was looked at by a human: the resumed run measures the bake only.
+    expect(result.measurements.map((m) => `${m.stage} ${m.outcome}`)).toEqual(['bake inconclusive']);
+    expect(await auditCount('promotion.resumed')).toBe(1);
+    // While it bakes paused, the environment is at phase 3 (its flags are on).
+    const status = await runWorkbench(['status', '--env', 'local', '--json'], env, cwd);
+    expect(JSON.parse(status.stdout).phase, status.stdout + status.stderr).toBe(3);
     const acting = async () => {
       const report = (await (await fetch(`${cluster().nodes[0]!.url}/flags`)).json()) as {
         flags: Record<string, { acting: boolean }>;
