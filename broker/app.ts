@@ -18,7 +18,7 @@ import { type Infrastructure, openInfrastructure } from './node/infrastructure.j
 import { createSessions } from './node/sessions.js';
 import { createSinks, type PresenceFollowUps } from './node/sinks.js';
 import { runSteps, StartupError, type Step } from './node/steps.js';
-import { armPlant, plantInfo } from './plants.js';
+import { armPlant, plantDescription } from './plants.js';
 import { RedisGuard } from './redis/guard.js';
 import type { RowReconciler } from './rows/reconciler.js';
 
@@ -58,7 +58,7 @@ export async function startBroker(config: BrokerConfig, options: StartOptions = 
   if (config.plant)
     log.warn(
       { plant: config.plant },
-      `PLANTED BUG ${config.plant} IS ON: ${plantInfo(config.plant).description}; tests only, never serve real traffic`,
+      `PLANTED BUG ${config.plant} IS ON: ${plantDescription(config.plant)}; tests only, never serve real traffic`,
     );
   const metrics = new BrokerMetrics(config.nodeId);
   let infrastructure: Infrastructure;

@@ -6,7 +6,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { defaultFlagsDir } from '../flags/file-store.js';
 import { packageRoot } from './paths.js';
-import { activePlant, type PlantName, PlantRefused } from './plants.js';
+import { activePlant, type PlantName, PlantRefused, type RegressionName } from './plants.js';
 import { parseRedisClusterNodes, type RedisClusterNode } from './redis/cluster-nodes.js';
 import { readConfigFile, withSecretFiles } from './secrets/files.js';
 import { redactUrl } from './secrets/redact.js';
@@ -158,8 +158,11 @@ export interface BrokerConfig {
   frameRatePerSec: number;
   /** Frames a socket may send at once above its rate before it is paced. */
   frameBurst: number;
-  /** A planted bug, tests only (WORKBENCH_PLANT with WORKBENCH_TEST_PLANTS=1; docs/chaos.md § Planted bugs). */
-  plant?: PlantName;
+  /**
+   * A planted bug or regression, tests only (WORKBENCH_PLANT with WORKBENCH_TEST_PLANTS=1; docs/chaos.md
+   * § Planted bugs, docs/promotion.md § Analysis).
+   */
+  plant?: PlantName | RegressionName;
 }
 
 export class ConfigError extends Error {
@@ -479,7 +482,7 @@ export function loadConfig(given: Env = process.env): BrokerConfig {
 }
 
 /** A planted bug for the chaos tests (broker/plants.ts): refused, as bad configuration, outside them. */
-function testPlant(env: Env): PlantName | undefined {
+function testPlant(env: Env): PlantName | RegressionName | undefined {
   try {
     return activePlant(env);
   } catch (error) {

@@ -83,6 +83,36 @@ export function plantInfo(name: PlantName): PlantInfo {
   return PLANTS.find((plant) => plant.name === name)!;
 }
 
+/**
+ * Regressions (docs/promotion.md § Analysis): not a broken guarantee for chaos to catch but a release
+ * that is slower, switched on by a flip (only while the node acts on `whileFlag`), for the promotion's
+ * analysis to catch during its bake and roll back. Same switch, same refusal as the plants.
+ */
+export const REGRESSIONS = [
+  {
+    name: 'delivery-slow',
+    where: "broker/delivery/row.ts (the delivery.wake relay: another node's message to sessions here)",
+    description:
+      'every delivery of a message from another node waits 50 ms, while the node acts on ha.streams (the flip from phase 2 to 3 switches it on)',
+    whileFlag: 'ha.streams',
+    delayMs: 50,
+  },
+] as const;
+
+export type RegressionName = (typeof REGRESSIONS)[number]['name'];
+
+export function isRegressionName(name: string): name is RegressionName {
+  return REGRESSIONS.some((regression) => regression.name === name);
+}
+
+/** What a plant or a regression is, in one line (the start-up warning). */
+export function plantDescription(name: PlantName | RegressionName): string {
+  return (
+    PLANTS.find((plant) => plant.name === name)?.description ??
+    REGRESSIONS.find((regression) => regression.name === name)!.description
+  );
+}
+
 /** Why a plant was refused: the variable and a sentence (the broker turns it into a ConfigError). */
 export class PlantRefused extends Error {
   constructor(
@@ -100,7 +130,7 @@ type Env = Record<string, string | undefined>;
  * The plant the environment asks for: WORKBENCH_PLANT, honoured only with WORKBENCH_TEST_PLANTS=1.
  * Unset (or empty): none. Set without the test variable, or an unknown name: refused.
  */
-export function activePlant(env: Env): PlantName | undefined {
+export function activePlant(env: Env): PlantName | RegressionName | undefined {
   const name = env.WORKBENCH_PLANT?.trim();
   if (!name) return undefined;
   if (env.WORKBENCH_TEST_PLANTS !== '1')
@@ -108,19 +138,37 @@ export function activePlant(env: Env): PlantName | undefined {
       'WORKBENCH_PLANT',
       `plants a known bug for tests only; refused without WORKBENCH_TEST_PLANTS=1 (got "${name}")`,
     );
-  if (!isPlantName(name))
-    throw new PlantRefused('WORKBENCH_PLANT', `unknown plant "${name}" (known: ${PLANT_NAMES.join(', ')})`);
+  if (!isPlantName(name) && !isRegressionName(name))
+    throw new PlantRefused(
+      'WORKBENCH_PLANT',
+      `unknown plant "${name}" (known: ${[...PLANT_NAMES, ...REGRESSIONS.map((r) => r.name)].join(', ')})`,
+    );
   return name;
 }
 
 /** The plant this process runs with: armed once at start-up from the checked configuration. */
-let armed: PlantName | undefined;
+let armed: PlantName | RegressionName | undefined;
 
-export function armPlant(name: PlantName | undefined): void {
+export function armPlant(name: PlantName | RegressionName | undefined): void {
   armed = name;
 }
 
 /** Whether this plant is on: the guard of its one branch. */
 export function planted(name: PlantName): boolean {
   return armed === name;
+}
+
+/** The flags this node acts on (the row reconciler says, after each pass), for a regression's trigger. */
+const acting = new Set<string>();
+
+export function plantFlagActing(flag: string, on: boolean): void {
+  if (on) acting.add(flag);
+  else acting.delete(flag);
+}
+
+/** A regression's delay now (ms): 0 unless it is armed and the node acts on its flag. */
+export function regressionDelayMs(name: RegressionName): number {
+  if (armed !== name) return 0;
+  const regression = REGRESSIONS.find((r) => r.name === name)!;
+  return acting.has(regression.whileFlag) ? regression.delayMs : 0;
 }

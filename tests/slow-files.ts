@@ -7,6 +7,10 @@
 export const SLOW_TEST_FILES: string[] = [
   // The whole promotion, phase by phase, each with its smoke checks and a rollback: 845 s.
   'tests/cluster/promote.test.ts',
+  // promote --analysis against a real Prometheus scraping a real phase-2 cluster: four promotions (healthy,
+  // the regression rolled back, no data paused, a baseline pause resumed into a bake paused and aborted),
+  // each with up to two smoke runs (node control off): 165-219 s.
+  'tests/cluster/promote-analysis.test.ts',
   // The 18 smoke checks against a real cluster of every phase, the node-failure checks killing nodes: 438 s.
   'tests/cluster/smoke.test.ts',
   // `workbench chaos`: its own Postgres and redis-server, a seeded fault schedule under load (95 s run,

@@ -421,6 +421,28 @@ export const promotions = pgTable(
 );
 
 /**
+ * A promotion paused by an inconclusive analysis (docs/promotion.md § Analysis), one row per environment at
+ * most: where it stopped (`stage`: baseline, before the flip; bake, after it), why, and the flags to put
+ * back on `--abort`. `promote --resume` or `--abort` (each under the promotion lock) deletes it; while it is
+ * there, any other promotion or rollback of the environment is blocked.
+ */
+export const promotionPauses = pgTable('promotion_pauses', {
+  environment: text('environment').primaryKey(),
+  fromPhase: integer('from_phase').notNull(),
+  toPhase: integer('to_phase').notNull(),
+  /** baseline (nothing changed yet) or bake (the flags are the target's). */
+  stage: text('stage').notNull(),
+  metric: text('metric').notNull(),
+  reason: text('reason').notNull(),
+  /** The flags before the flip (what --abort puts back after a bake pause). */
+  previousFlags: jsonb('previous_flags').notNull(),
+  /** The analysis files the promotion runs (`{baseline, bake}` paths), read again by --resume. */
+  analysisFiles: jsonb('analysis_files').notNull(),
+  actor: text('actor').notNull(),
+  createdAt: createdAt(),
+});
+
+/**
  * How far the independent audit verifier (`workbench audit verify --follow`) got in each mesh's chain:
  * the level it verified up to and the hash of that head row, plus what it found on the way. A verifier
  * that restarts continues from here (and notices a head that was rewritten since). Written only by the

@@ -6,6 +6,7 @@
 
 import { auditRow } from '../audit/row.js';
 import { secondsSince } from '../bus/latency.js';
+import { regressionDelayMs } from '../plants.js';
 import { rateLimitsRow } from '../rate-limits/row.js';
 import { defineRow, type RowParts } from '../rows/row.js';
 import { type Delivery, wakeSessions } from './delivery.js';
@@ -53,8 +54,15 @@ export const deliveryRow = defineRow({
         {
           kind: 'delivery.wake',
           handle: (_scope, wake) => {
-            if (wakeSessions(connections, wake, 'remote') > 0)
-              metrics.fanoutLatency.observe({ kind: 'message' }, secondsSince(wake.publishedAt));
+            const deliver = () => {
+              if (wakeSessions(connections, wake, 'remote') > 0)
+                metrics.fanoutLatency.observe({ kind: 'message' }, secondsSince(wake.publishedAt));
+            };
+            // PLANTED REGRESSION (tests only): a release that makes every remote delivery 50 ms slower,
+            // on while the node acts on its flag (docs/promotion.md § Analysis).
+            const slow = regressionDelayMs('delivery-slow');
+            if (slow > 0) setTimeout(deliver, slow);
+            else deliver();
           },
         },
       ],

@@ -15,6 +15,7 @@ import { EventEmitter } from 'node:events';
 import type { FlagKey, FlagValues } from '../../flags/registry.js';
 import type { Logger } from '../log.js';
 import type { BrokerMetrics } from '../metrics.js';
+import { plantFlagActing } from '../plants.js';
 import type { BackgroundGate } from './background-gate.js';
 import type { Implementation } from './lifecycle.js';
 import type { BuiltRow, ManagedRow } from './row.js';
@@ -143,6 +144,7 @@ export class RowReconciler extends EventEmitter<NodeEvents> {
       }
       metrics.flagEnabled.set({ flag }, row.switch.using === 'shared' ? 1 : 0);
       await this.shadowRow(row, !values[flag] && this.shadow.includes(flag) && row.switch.using === 'local');
+      plantFlagActing(flag, row.switch.using === 'shared');
     }
     const allowed = this.backgroundAllowed();
     metrics.activeLease.set(this.holdsActiveLease() ? 1 : 0);

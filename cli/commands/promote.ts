@@ -2,7 +2,14 @@ import { userInfo } from 'node:os';
 import { defineCommand, type OptionSpec, type Parsed, UsageError } from '../args.js';
 import { resolveEnvironment } from '../environments/environment.js';
 import { exitCodeOf, outcomeLine } from '../promotion/exit-codes.js';
-import { environmentNameOption, phaseOption, targetExpectations } from '../promotion/inputs.js';
+import {
+  analysisOption,
+  environmentNameOption,
+  metricsFileOption,
+  phaseOption,
+  prometheusOption,
+  targetExpectations,
+} from '../promotion/inputs.js';
 import { PROMOTION_LOCK_STALE_MS } from '../promotion/lock.js';
 import { planLines } from '../promotion/plan.js';
 import { type PromotionOutcome, promote, rollback, type SmokeRun } from '../promotion/promote.js';
@@ -43,6 +50,26 @@ const PROMOTE_OPTIONS = {
     value: 'NAME',
     help: 'who promotes, as audited (default: WORKBENCH_ACTOR, else the user)',
   },
+  analysis: {
+    type: 'string',
+    value: 'FILE|default',
+    help: "an analysis (Argo Rollouts subset, YAML) run before the flip and during a bake after it; default: each phase's phases/phaseN/analysis.yaml",
+  },
+  prometheus: {
+    type: 'string',
+    value: 'URL',
+    help: "the Prometheus the analysis asks (default: the environment file's prometheusUrl)",
+  },
+  'metrics-file': {
+    type: 'string',
+    value: 'FILE',
+    help: "write the analysis's series there after each measurement (Prometheus text format)",
+  },
+  resume: { type: 'boolean', help: 'go on with the promotion an inconclusive analysis paused (audited)' },
+  abort: {
+    type: 'boolean',
+    help: 'end the paused promotion: nothing changed before the flip; after it, the flags are put back',
+  },
   'dry-run': {
     type: 'boolean',
     help: 'check the inputs, lock, policy and health, print the plan (flag changes per node, checks); change nothing',
@@ -62,13 +89,17 @@ const PROMOTE_OPTIONS = {
 
 export const promoteCommand = defineCommand({
   synopsis: [
-    'promote --env E --to N [--require-passed-in S] [--expectations FILE] [--actor NAME] [--json] [--junit FILE] [--dry-run] [--allow-skip] [--force-unlock]',
+    'promote --env E --to N [--require-passed-in S] [--expectations FILE] [--analysis FILE|default] [--prometheus URL] [--metrics-file FILE] [--actor NAME] [--json] [--junit FILE] [--dry-run] [--allow-skip] [--force-unlock]',
+    'promote --env E --to N --resume|--abort [--analysis FILE] [--prometheus URL] [--actor NAME] [--json]',
   ],
   about: `Checks every input first, takes the environment's promotion lock, then health, policy, smoke, flip to
-phase N's flags, smoke again; rolls back on failure. One phase at a time unless --allow-skip. Prints each step
-and check as it finishes. Exit codes: 0 promoted (or --dry-run's plan), 1 failed and rolled back, 2 bad input
-(nothing read after it, nothing changed), 3 blocked before any change (lock held, a skip, policy, health, the
-current phase's checks), 4 the rollback itself failed (a human must look).`,
+phase N's flags, smoke again; rolls back on failure. With --analysis, its metrics are measured before the
+flip (baseline) and after it (bake): a failure aborts (before the flip: blocked; after: rolled back), an
+inconclusive result (no data, errors) pauses for a human (--resume, --abort). One phase at a time unless
+--allow-skip. Prints each step, check and measurement as it finishes. Exit codes: 0 promoted (or --dry-run's
+plan), 1 failed and rolled back, 2 bad input (nothing read after it, nothing changed), 3 blocked before any
+change (lock held, a skip, policy, health, the current phase's checks, the baseline analysis, a pause),
+4 the rollback itself failed (a human must look), 5 paused by an inconclusive analysis.`,
   options: PROMOTE_OPTIONS,
   jsonErrors: true,
   run: runPromoteCommand,
@@ -81,7 +112,12 @@ async function runPromoteCommand({ values, positionals }: Parsed<typeof PROMOTE_
   const requirePassedIn = environmentNameOption('--require-passed-in', values['require-passed-in']);
   const junit = junitPathOption(values.junit);
   const expectations = targetExpectations(to, values.expectations);
+  if (values.resume && values.abort) throw new UsageError('give --resume or --abort, not both');
+  const decision = values.resume ? 'resume' : values.abort ? 'abort' : undefined;
+  const analysis = analysisOption(values.analysis, to);
   const environment = environmentOption(values.env);
+  const prometheusUrl = prometheusOption(values.prometheus, environment, analysis, decision);
+  const metricsFile = metricsFileOption(values['metrics-file']);
   const started = Date.now();
   const elapsedMs = () => Date.now() - started;
   // --json: JSON lines (a step, a check, the outcome), each as it happens (docs/promotion.md).
@@ -101,6 +137,11 @@ async function runPromoteCommand({ values, positionals }: Parsed<typeof PROMOTE_
       allowSkip: values['allow-skip'],
       forceUnlock: values['force-unlock'],
       dryRun: values['dry-run'],
+      analysis,
+      prometheusUrl,
+      metricsFile,
+      decision,
+      onMeasurement: (measurement) => out?.({ type: 'measurement', ...measurement, elapsedMs: elapsedMs() }),
       log: (line) =>
         out
           ? out({ type: 'step', message: line, elapsedMs: elapsedMs() })

@@ -30,6 +30,8 @@ export interface Environment {
   push?: { redisUrl: string; keyPrefix: string; clusterNodes?: RedisClusterNode[] | undefined };
   /** Must have passed a phase in this other environment before being promoted to it (staging before prod). */
   requirePassedIn?: string;
+  /** The Prometheus that scrapes this environment: what `promote --analysis` asks. */
+  prometheusUrl?: string;
 }
 
 /** How long a CLI command waits for one node to answer before calling it down (a remote node may hang). */
@@ -90,6 +92,8 @@ export const EnvironmentFileSchema = z.strictObject({
   /** An address of the machine running the smoke checks that the nodes can fetch (for the watch check). */
   watchTargetHost: z.string().min(1).optional(),
   requirePassedIn: z.string().regex(ENVIRONMENT_NAME).optional(),
+  /** The Prometheus scraping this environment's nodes, for `promote --analysis`. */
+  prometheusUrl: httpUrl.optional(),
 });
 
 export type EnvironmentFile = z.infer<typeof EnvironmentFileSchema>;
@@ -193,6 +197,7 @@ export function loadEnvironmentFile(path: string, name: string): Environment {
       ...(file.push.clusterNodes === undefined ? {} : { clusterNodes: file.push.clusterNodes }),
     },
     requirePassedIn: file.requirePassedIn,
+    ...(file.prometheusUrl ? { prometheusUrl: file.prometheusUrl.replace(/\/$/, '') } : {}),
   };
 }
 

@@ -12,6 +12,8 @@ export const PROMOTE_EXIT_CODES: Record<PromotionOutcome['status'], number> = {
   'rolled-back': 1,
   blocked: 3,
   'rollback-failed': 4,
+  // An analysis was inconclusive: a human looks, then `promote --resume` or `--abort`.
+  paused: 5,
 };
 
 /** Bad input (an option, the environment file, an expectations file): nothing was read after it. */
@@ -31,6 +33,8 @@ export function outcomeLine(environment: string, to: number, outcome: PromotionO
       return `blocked, nothing changed: ${outcome.reason}${check}`;
     case 'rolled-back':
       return `rolled back to the previous flags: ${outcome.reason}${check}`;
+    case 'paused':
+      return `PAUSED, a human decides (promote --env ${environment} --to ${to} --resume or --abort): ${outcome.reason}`;
     case 'rollback-failed':
       return `ROLLBACK FAILED, a human must look (the flags may be half-way): ${outcome.reason}${check}`;
     default:

@@ -1,16 +1,18 @@
 /**
- * A promotion's inputs, read and checked before anything changes (issue 27 item 1): the target phase, the
- * policy's environment name, and the expectations (a file's or a phase folder's). A bad one is a
+ * A promotion's inputs, read and checked before anything changes (issue 27 items 1 and 2): the target
+ * phase, the policy's environment name, the expectations (a file's or a phase folder's), the analysis
+ * and the Prometheus it asks. A bad one is a
  * UsageError naming the field (exit 2): the promotion stops before it opens the database, so a missing
  * file never costs a smoke run and a flip.
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { packageRoot } from '../../broker/paths.js';
 import { UsageError } from '../args.js';
-import { ENVIRONMENT_NAME } from '../environments/environment.js';
+import { ENVIRONMENT_NAME, type Environment } from '../environments/environment.js';
 import { CHECK_NAMES, type Expectations } from '../smoke/run.js';
+import { type AnalysisChoice, analysisInput, phaseAnalysisPath } from './analysis/stage.js';
 
 /** `--to N`, `--flags-phase N`: a phase from 0 to 4, named in the message. */
 export function phaseOption(option: string, value: string | undefined): number {
@@ -76,4 +78,48 @@ export function phaseExpectations(phase: number): Expectations {
 /** The target's expectations: `--expectations FILE` when given, else its phase folder's. */
 export function targetExpectations(to: number, file: string | undefined): Expectations {
   return file === undefined ? phaseExpectations(to) : readExpectations(file, '--expectations');
+}
+
+/**
+ * `--analysis FILE` (read and checked now: exit 2 naming the field) or `--analysis default` (the target
+ * phase's file now; the current phase's once it is known, still before any change).
+ */
+export function analysisOption(value: string | undefined, to: number): AnalysisChoice | undefined {
+  if (value === undefined) return undefined;
+  if (value === '') throw new UsageError('--analysis needs a file name, or default');
+  if (value === 'default') {
+    analysisInput(phaseAnalysisPath(to), `phase ${to} analysis`);
+    return { kind: 'default' };
+  }
+  return { kind: 'file', path: value, analysis: analysisInput(value, '--analysis') };
+}
+
+/**
+ * The Prometheus the analysis asks: `--prometheus URL`, else the environment file's `prometheusUrl`.
+ * Needed with --analysis, and with --resume (whose bake asks it too); refused when it is no http(s) URL.
+ */
+export function prometheusOption(
+  value: string | undefined,
+  environment: Environment,
+  analysis: AnalysisChoice | undefined,
+  decision: 'resume' | 'abort' | undefined,
+): string | undefined {
+  if (value !== undefined && !/^https?:\/\/[^/\s]+/.test(value))
+    throw new UsageError(`--prometheus must be an http(s) URL, not "${value}"`);
+  const url = (value ?? environment.prometheusUrl)?.replace(/\/$/, '');
+  if (url === undefined && (analysis !== undefined || decision === 'resume'))
+    throw new UsageError(
+      `--${analysis ? 'analysis' : 'resume'} needs a Prometheus: give --prometheus URL, or prometheusUrl in environments/${environment.name}.json`,
+    );
+  return url;
+}
+
+/** `--metrics-file FILE`: its folder must exist (checked before anything runs). */
+export function metricsFileOption(file: string | undefined): string | undefined {
+  if (file === undefined) return undefined;
+  if (file === '') throw new UsageError('--metrics-file needs a file name');
+  const folder = dirname(file);
+  if (!existsSync(folder) || !statSync(folder).isDirectory())
+    throw new UsageError(`--metrics-file ${file}: the folder ${folder} does not exist`);
+  return file;
 }

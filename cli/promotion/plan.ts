@@ -1,11 +1,30 @@
 /**
  * `promote --dry-run`'s plan: what the promotion would do, read from the nodes and the expectations, with
  * nothing changed. Per node, each flag that would change (what the node acts on now, the target preset's
- * value); the checks before and after the flip with their expectations; and the analysis (none yet).
+ * value); the checks before and after the flip with their expectations; and the analysis (each stage's
+ * file and metrics, or none).
  */
 import { FLAG_KEYS, type FlagKey, phasePreset } from '../../flags/registry.js';
 import { type Environment, NODE_TIMEOUT_MS } from '../environments/environment.js';
 import { CHECK_NAMES, type Expectations } from '../smoke/run.js';
+import type { Analysis } from './analysis/spec.js';
+import { describeAnalysis } from './analysis/stage.js';
+
+/** The analysis a promotion would run: each stage's file, and the Prometheus it asks. */
+export interface PlannedAnalysis {
+  baseline?: { path: string; analysis: Analysis } | undefined;
+  bake?: { path: string; analysis: Analysis } | undefined;
+  prometheusUrl?: string | undefined;
+}
+
+function analysisLine(planned: PlannedAnalysis | undefined): string {
+  if (!planned?.baseline || !planned.bake) return 'none (no --analysis)';
+  return [
+    `against ${planned.prometheusUrl}`,
+    `baseline before the flip ${planned.baseline.path}: ${describeAnalysis(planned.baseline.analysis)}`,
+    `bake after it ${planned.bake.path}: ${describeAnalysis(planned.bake.analysis)}`,
+  ].join('; ');
+}
 
 export interface PromotionPlan {
   from: number;
@@ -42,13 +61,14 @@ export async function planOf(
   to: number,
   fromExpectations: Expectations,
   toExpectations: Expectations,
+  analysis?: PlannedAnalysis,
 ): Promise<PromotionPlan> {
   return {
     from,
     to,
     flagChanges: await flagChanges(environment, to),
     checks: { before: checksOf(fromExpectations), after: checksOf(toExpectations) },
-    analysis: 'none (no analysis file: a later item)',
+    analysis: analysisLine(analysis),
   };
 }
 

@@ -11,8 +11,24 @@ import { flagChangeLedger } from '../../broker/flag-changes.js';
 import { pushRefreshOnce } from '../../broker/flag-refresh.js';
 import { CLUSTER_CHAIN_ID, changeFlag } from '../../flags/changes.js';
 import { FLAG_KEYS, type FlagValues, phasePreset } from '../../flags/registry.js';
+import { UsageError } from '../args.js';
 import { type Environment, NODE_TIMEOUT_MS } from '../environments/environment.js';
 import { type CheckResult, type Expectations, runSmoke } from '../smoke/run.js';
+import type { AnalysisResult, AnalysisStage, Measurement } from './analysis/run.js';
+import type { Analysis } from './analysis/spec.js';
+import {
+  type AnalysisChoice,
+  analysisInput,
+  analysisMetrics,
+  deletePause,
+  type Pause,
+  pausedLine,
+  readPause,
+  runStage,
+  type StageContext,
+  stageAnalysis,
+  writePause,
+} from './analysis/stage.js';
 import { phaseExpectations } from './inputs.js';
 import { acquirePromotionLock, type LockResult } from './lock.js';
 import { type PromotionPlan, planOf } from './plan.js';
@@ -31,6 +47,16 @@ export interface PromotionOptions {
   forceUnlock?: boolean;
   /** Check and plan only: print the flag changes and checks, change nothing. */
   dryRun?: boolean;
+  /** `--analysis`: run before the flip (baseline) and after it (bake); none without it. */
+  analysis?: AnalysisChoice;
+  /** The Prometheus the analysis asks (`--prometheus`, else the environment file's `prometheusUrl`). */
+  prometheusUrl?: string;
+  /** `--metrics-file`: the analysis's series, rewritten after each measurement. */
+  metricsFile?: string;
+  /** `--resume` / `--abort`: what a human decided about a paused promotion. */
+  decision?: 'resume' | 'abort';
+  /** Each analysis measurement as soon as it is taken. */
+  onMeasurement?: (measurement: Measurement) => void;
   log: (line: string) => void;
   /** Each smoke check's result as soon as it is done: the phase's checks before the flip, the target's after. */
   onCheck?: (run: SmokeRun, result: CheckResult) => void;
@@ -45,20 +71,28 @@ export interface SmokeRun {
 export interface PromotionOutcome {
   /**
    * blocked: nothing changed; rolled-back: flipped, a check failed, flipped back; rollback-failed: flipping
-   * back failed too (a human must look); planned: a dry run's plan; rollback: `workbench rollback`.
+   * back failed too (a human must look); planned: a dry run's plan; rollback: `workbench rollback`;
+   * paused: an analysis was inconclusive, a human decides (`--resume`, `--abort`).
    */
-  status: 'promoted' | 'blocked' | 'rolled-back' | 'rollback-failed' | 'planned' | 'rollback';
+  status: 'promoted' | 'blocked' | 'rolled-back' | 'rollback-failed' | 'planned' | 'rollback' | 'paused';
   from: number;
   failedCheck?: string;
   reason?: string;
   plan?: PromotionPlan;
+  /** The analysis stage that decided (failed or inconclusive), and its metric. */
+  analysis?: { stage: AnalysisStage; status: AnalysisResult['status']; metric?: string; reason: string };
 }
 
-/** The phase the environment was last promoted (or rolled back) to, else the cluster's own. */
+/**
+ * The phase the environment was last promoted (or rolled back) to, else the cluster's own; while a
+ * promotion is paused in its bake, the target's (its flags are on).
+ */
 export async function currentPhase(pool: Pool, environment: string, fallback: number): Promise<number> {
-  const result = await pool.query<{ phase: number }>(
-    `SELECT CASE WHEN status = 'promoted' OR status = 'rollback' THEN to_phase ELSE from_phase END AS phase
-       FROM promotions WHERE environment = $1 ORDER BY id DESC LIMIT 1`,
+  const result = await pool.query<{ phase: number | null }>(
+    `SELECT COALESCE(
+       (SELECT CASE WHEN stage = 'bake' THEN to_phase ELSE from_phase END FROM promotion_pauses WHERE environment = $1),
+       (SELECT CASE WHEN status = 'promoted' OR status = 'rollback' THEN to_phase ELSE from_phase END
+          FROM promotions WHERE environment = $1 ORDER BY id DESC LIMIT 1)) AS phase`,
     [environment],
   );
   return result.rows[0]?.phase ?? fallback;
@@ -155,6 +189,11 @@ async function record(
   ]);
 }
 
+/** An event on the environment's audit chain that is no outcome (paused, resumed, aborted). */
+async function auditEvent(pool: Pool, eventType: string, actor: string, payload: Record<string, unknown>) {
+  await appendSerialized(pool, CLUSTER_CHAIN_ID, [{ meshId: CLUSTER_CHAIN_ID, eventType, actor, payload }]);
+}
+
 async function healthProblem(environment: Environment): Promise<string | undefined> {
   for (const node of environment.target.nodes) {
     const ok = await fetch(`${node.url}/health`, { signal: AbortSignal.timeout(NODE_TIMEOUT_MS) }).then(
@@ -164,6 +203,22 @@ async function healthProblem(environment: Environment): Promise<string | undefin
     if (!ok) return `${node.id} is not healthy`;
   }
   return undefined;
+}
+
+/** What a promotion's steps share once its lock is held. */
+interface Run {
+  pool: Pool;
+  options: PromotionOptions;
+  from: number;
+  lock: Extract<LockResult, { held: true }>;
+  block: (
+    reason: string,
+    failedCheck?: string,
+    extra?: Partial<PromotionOutcome>,
+  ) => Promise<PromotionOutcome>;
+  audit: Record<string, unknown>;
+  /** With an analysis: what its stages share (the Prometheus, the series). */
+  stages?: StageContext;
 }
 
 export async function promote(options: PromotionOptions): Promise<PromotionOutcome> {
@@ -181,40 +236,173 @@ export async function promote(options: PromotionOptions): Promise<PromotionOutco
     // Not recorded: the last promotions row says the current phase, and only the lock's holder may write it
     // (a refusal written just after the holder's outcome would put the old phase back on top).
     if (!lock.held) return { status: 'blocked', from, reason: lock.reason };
-    const audit = {
-      ...(options.allowSkip && Math.abs(to - from) > 1 ? { allowSkip: true } : {}),
-      ...(lock.forced ? { forcedUnlock: lock.forced.holder } : {}),
-    };
-    const block = async (reason: string, failedCheck?: string): Promise<PromotionOutcome> => {
-      const outcome: PromotionOutcome = {
-        status: 'blocked',
-        from,
-        reason,
-        ...(failedCheck ? { failedCheck } : {}),
-      };
-      // A dry run changes nothing, not even the record of its refusal.
-      if (!options.dryRun)
-        await record(pool, environment, from, to, outcome, actor, audit).catch((error) =>
-          options.log(`could not record the refusal: ${(error as Error).message}`),
-        );
-      return outcome;
-    };
+    const run = startRun(pool, options, from, lock);
+    const pause = await readPause(pool, environment.name);
+    if (options.decision) return await decidePause(run, pause);
+    // A paused promotion holds the environment as the lock does (only --resume or --abort moves it on).
+    if (pause) return { status: 'blocked', from, reason: pausedLine(pause) };
     if (lock.forced) options.log(`--force-unlock: took the stale lock of ${lock.forced.holder}`);
     const refusal = await preflight(pool, options, from);
-    if (refusal) return await block(refusal);
-    // The current phase's expectations, read before anything changes as the target's were (exit 2 if bad).
+    if (refusal) return await run.block(refusal);
+    // The current phase's expectations (and analysis), read before anything changes as the target's were (exit 2 if bad).
     const fromExpectations = phaseExpectations(from);
+    const baseline = options.analysis && stageAnalysis(options.analysis, from);
+    const bake = options.analysis && stageAnalysis(options.analysis, to);
     if (options.dryRun)
       return {
         status: 'planned',
         from,
-        plan: await planOf(environment, from, to, fromExpectations, options.expectations),
+        plan: await planOf(environment, from, to, fromExpectations, options.expectations, {
+          baseline,
+          bake,
+          prometheusUrl: options.prometheusUrl,
+        }),
       };
-    return await flipWithSmoke(pool, options, from, fromExpectations, lock, block, audit);
+    if (baseline && run.stages) {
+      const result = await runStage(run.stages, 'baseline', baseline);
+      if (result.status !== 'successful')
+        return await stageStopped(run, 'baseline', result, undefined, {
+          baseline: baseline.path,
+          bake: bake!.path,
+        });
+    }
+    return await flipWithSmoke(run, fromExpectations, bake);
   } finally {
     if (lock?.held) await lock.release();
     await pool.end();
   }
+}
+
+/** The run's shared parts: its refusal (recorded, audited) and, with an analysis, its stages' context. */
+function startRun(
+  pool: Pool,
+  options: PromotionOptions,
+  from: number,
+  lock: Extract<LockResult, { held: true }>,
+): Run {
+  const { environment, to, actor } = options;
+  const audit = {
+    ...(options.allowSkip && Math.abs(to - from) > 1 ? { allowSkip: true } : {}),
+    ...(lock.forced ? { forcedUnlock: lock.forced.holder } : {}),
+  };
+  const block = async (reason: string, failedCheck?: string, extra: Partial<PromotionOutcome> = {}) => {
+    const outcome: PromotionOutcome = {
+      status: 'blocked',
+      from,
+      reason,
+      ...(failedCheck ? { failedCheck } : {}),
+      ...extra,
+    };
+    // A dry run changes nothing, not even the record of its refusal.
+    if (!options.dryRun)
+      await record(pool, environment, from, to, outcome, actor, {
+        ...audit,
+        ...(extra.analysis ? { analysis: extra.analysis } : {}),
+      }).catch((error) => options.log(`could not record the refusal: ${(error as Error).message}`));
+    return outcome;
+  };
+  const stages: StageContext | undefined =
+    options.prometheusUrl === undefined
+      ? undefined
+      : {
+          pool,
+          environment: environment.name,
+          actor,
+          from,
+          to,
+          prometheusUrl: options.prometheusUrl,
+          metrics: analysisMetrics(environment.name, options.metricsFile),
+          log: options.log,
+          onMeasurement: options.onMeasurement,
+        };
+  return { pool, options, from, lock, block, audit, ...(stages ? { stages } : {}) };
+}
+
+/**
+ * A stage that was not successful: failed before the flip, blocked (nothing changed; a failed bake is
+ * the caller's to roll back); inconclusive, paused, the pause kept in Postgres for --resume or --abort.
+ */
+async function stageStopped(
+  run: Run,
+  stage: AnalysisStage,
+  result: AnalysisResult,
+  previous: FlagValues | undefined,
+  analysisFiles: { baseline: string; bake: string },
+): Promise<PromotionOutcome> {
+  const { pool, options, from } = run;
+  const { environment, to, actor, log } = options;
+  const analysis = { stage, status: result.status, metric: result.metric, reason: result.reason };
+  if (result.status === 'failed' && stage === 'baseline')
+    return await run.block(`baseline analysis failed: ${result.reason}`, undefined, { analysis });
+  await writePause(pool, {
+    environment: environment.name,
+    fromPhase: from,
+    toPhase: to,
+    stage,
+    metric: result.metric ?? '',
+    reason: result.reason,
+    previousFlags: previous ?? (await environment.flags.read()),
+    analysisFiles,
+    actor,
+  });
+  await auditEvent(pool, 'promotion.paused', actor, {
+    environment: environment.name,
+    from,
+    to,
+    ...run.audit,
+    analysis,
+  });
+  log(`paused: the ${stage} analysis is inconclusive; a human decides: promote --resume or --abort`);
+  const changed = stage === 'bake' ? `the flags are phase ${to}'s` : 'nothing changed';
+  return {
+    status: 'paused',
+    from,
+    reason: `${stage} analysis inconclusive (${changed}): ${result.reason}`,
+    analysis,
+  };
+}
+
+/** `--resume` / `--abort` of a paused promotion (under the lock, as every promotion). */
+async function decidePause(run: Run, pause: Pause | undefined): Promise<PromotionOutcome> {
+  const { pool, options } = run;
+  const { environment, actor, decision, log } = options;
+  if (!pause) throw new UsageError(`--${decision}: no paused promotion of ${environment.name}`);
+  if (pause.toPhase !== options.to)
+    throw new UsageError(
+      `--${decision}: the paused promotion of ${environment.name} is to phase ${pause.toPhase}, not ${options.to}`,
+    );
+  const from = pause.fromPhase;
+  const payload = {
+    environment: environment.name,
+    from,
+    to: pause.toPhase,
+    stage: pause.stage,
+    metric: pause.metric,
+    pausedBy: pause.actor,
+    pausedAt: pause.createdAt,
+    reason: pause.reason,
+  };
+  await auditEvent(pool, decision === 'resume' ? 'promotion.resumed' : 'promotion.aborted', actor, payload);
+  await deletePause(pool, environment.name);
+  log(
+    `${decision === 'resume' ? 'resuming' : 'aborting'} the promotion paused at its ${pause.stage} analysis (${pause.metric})`,
+  );
+  if (pause.stage === 'baseline') {
+    if (decision === 'abort')
+      return await run.block(`aborted by ${actor} at the baseline pause (${pause.metric})`);
+    // The rest of the promotion: its baseline taken as looked at, the bake as the pause's file says.
+    const bakePath = options.analysis?.kind === 'file' ? options.analysis.path : pause.analysisFiles.bake;
+    const bake = { path: bakePath, analysis: analysisInput(bakePath, `--${decision}: the bake analysis`) };
+    return await flipWithSmoke(run, phaseExpectations(from), run.stages ? bake : undefined);
+  }
+  const outcome =
+    decision === 'resume'
+      ? ({ status: 'promoted', from } as const)
+      : await putBack(pool, environment, pause.previousFlags, actor, from, {
+          reason: `aborted by ${actor} at the bake pause (${pause.metric})`,
+        });
+  await record(pool, environment, from, pause.toPhase, outcome, actor, { ...run.audit, decided: decision });
+  return outcome;
 }
 
 /** What refuses a promotion before any change (a skipped phase, a node down, the policy), or undefined. */
@@ -238,18 +426,15 @@ async function preflight(pool: Pool, options: PromotionOptions, from: number): P
 }
 
 /**
- * The current phase's checks, the flip, the target's checks; from the flip on, any failure puts the
- * previous flags back (rolled-back), and a failure of that is rollback-failed: the page for a human.
+ * The current phase's checks, the flip, the target's checks and the bake; from the flip on, any failure
+ * puts the previous flags back (rolled-back), and a failure of that is rollback-failed: the page for a human.
  */
 async function flipWithSmoke(
-  pool: Pool,
-  options: PromotionOptions,
-  from: number,
+  run: Run,
   fromExpectations: Expectations,
-  lock: Extract<LockResult, { held: true }>,
-  block: (reason: string, failedCheck?: string) => Promise<PromotionOutcome>,
-  audit: Record<string, unknown>,
+  bake: { path: string; analysis: Analysis } | undefined,
 ): Promise<PromotionOutcome> {
+  const { pool, options, from, lock, block } = run;
   const { environment, to, actor, log } = options;
   let previous: FlagValues;
   try {
@@ -269,7 +454,7 @@ async function flipWithSmoke(
     // Nothing has changed yet: an error here blocks.
     return await block(`before the flip: ${(error as Error).message}`);
   }
-  let failure: { failedCheck?: string; reason: string } | undefined;
+  let failure: { failedCheck?: string; reason: string; analysis?: PromotionOutcome['analysis'] } | undefined;
   try {
     log(`applying the phase ${to} flag preset and waiting for every node`);
     await applyPreset(pool, environment, phasePreset(to), actor);
@@ -286,6 +471,16 @@ async function flipWithSmoke(
         failedCheck: after.failed?.name,
         reason: after.failed?.detail || `${after.failed?.name} did not meet its expectation`,
       };
+    else if (bake && run.stages) {
+      const result = await runStage(run.stages, 'bake', bake);
+      if (result.status === 'inconclusive')
+        return await stageStopped(run, 'bake', result, previous, { baseline: '', bake: bake.path });
+      if (result.status === 'failed')
+        failure = {
+          reason: `bake analysis failed: ${result.reason}`,
+          analysis: { stage: 'bake', status: result.status, metric: result.metric, reason: result.reason },
+        };
+    }
   } catch (error) {
     failure = { reason: (error as Error).message };
   }
@@ -296,7 +491,10 @@ async function flipWithSmoke(
     );
     outcome = await putBack(pool, environment, previous, actor, from, failure);
   }
-  await record(pool, environment, from, to, outcome, actor, audit).catch((error) => {
+  await record(pool, environment, from, to, outcome, actor, {
+    ...run.audit,
+    ...(outcome.analysis ? { analysis: outcome.analysis } : {}),
+  }).catch((error) => {
     // The outcome stands (the flags are what it says); only its record is missing, and is said so.
     log(`could not record the outcome: ${(error as Error).message}`);
   });
@@ -337,6 +535,8 @@ export async function rollback(environment: Environment, actor: string, log: (li
   );
   try {
     if (!lock.held) throw new Error(lock.reason);
+    const pause = await readPause(pool, environment.name);
+    if (pause) throw new Error(pausedLine(pause));
     const last = (
       await pool.query<{ fromPhase: number; toPhase: number }>(
         `SELECT from_phase AS "fromPhase", to_phase AS "toPhase" FROM promotions

@@ -65,6 +65,43 @@ describe('promote refuses before any change', () => {
     expect((await db.query('SELECT count(*)::int AS n FROM promotions')).rows[0]?.n).toBe(0);
   });
 
+  it('a bad analysis file, or --analysis without a Prometheus: exit 2 naming the field, nothing changed', async () => {
+    const before = readFileSync(flagsPath(), 'utf8');
+    const bad = join(cwd, 'bad-analysis.yaml');
+    writeFileSync(
+      bad,
+      'metrics:\n  - name: latency\n    successCondition: result <\n    provider: {prometheus: {query: up}}\n',
+    );
+    const result = await promote(['--to', '2', '--analysis', bad, '--prometheus', 'http://127.0.0.1:9']);
+    expect(result.code, result.stdout + result.stderr).toBe(2);
+    expect(result.stderr).toContain(
+      `--analysis: ${bad}: metrics.0.successCondition: the condition ends too early`,
+    );
+    // The local cluster has no Prometheus of its own: --analysis needs --prometheus.
+    const none = await promote(['--to', '2', '--analysis', 'default']);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toContain('--analysis needs a Prometheus: give --prometheus URL');
+    // A dry run plans the phases' own analyses (baseline: phase 1's, bake: phase 2's) and asks nothing.
+    const plan = await promote([
+      '--to',
+      '2',
+      '--analysis',
+      'default',
+      '--prometheus',
+      'http://127.0.0.1:9',
+      '--dry-run',
+    ]);
+    expect(plan.code, plan.stdout + plan.stderr).toBe(0);
+    expect(plan.stdout).toMatch(
+      /analysis: against http:\/\/127\.0\.0\.1:9; baseline before the flip .*phase1\/analysis\.yaml: bus-publish-failures/,
+    );
+    expect(plan.stdout).toMatch(
+      /bake after it .*phase2\/analysis\.yaml: delivery-latency-p99 \(4 × 30 s, about 90 s\)/,
+    );
+    await expectNothingChanged(before);
+    expect((await db.query('SELECT count(*)::int AS n FROM promotions')).rows[0]?.n).toBe(0);
+  });
+
   it('--dry-run prints the plan (flag changes per node, checks, analysis) and changes nothing', async () => {
     const before = readFileSync(flagsPath(), 'utf8');
     const text = await promote(['--to', '2', '--dry-run']);

@@ -6,7 +6,15 @@
  */
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../broker/config.js';
-import { activePlant, PLANT_NAMES, PLANTS, PlantRefused } from '../../broker/plants.js';
+import {
+  activePlant,
+  armPlant,
+  PLANT_NAMES,
+  PLANTS,
+  PlantRefused,
+  plantFlagActing,
+  regressionDelayMs,
+} from '../../broker/plants.js';
 import { UsageError } from '../../cli/args.js';
 import { isFaultKind } from '../../cli/chaos/faults.js';
 import { LeaseWatch } from '../../cli/chaos/lease-watch.js';
@@ -114,5 +122,30 @@ describe('the lease watch (lease-epochs)', () => {
 
   it('fails when the row was never read (nothing judged)', () => {
     expect(new LeaseWatch().property().ok).toBe(false);
+  });
+});
+
+describe('the regression delivery-slow (docs/promotion.md § Analysis)', () => {
+  it('has the same switch: refused without WORKBENCH_TEST_PLANTS=1, not a chaos plant', () => {
+    expect(() => activePlant({ WORKBENCH_PLANT: 'delivery-slow' })).toThrow(/WORKBENCH_TEST_PLANTS=1/);
+    expect(activePlant({ WORKBENCH_PLANT: 'delivery-slow', WORKBENCH_TEST_PLANTS: '1' })).toBe(
+      'delivery-slow',
+    );
+    expect(PLANT_NAMES).not.toContain('delivery-slow');
+    expect(() => plantOption('delivery-slow')).toThrow(UsageError);
+  });
+
+  it('delays 50 ms only while armed and the node acts on ha.streams (the flip from phase 2 to 3)', () => {
+    try {
+      plantFlagActing('ha.streams', true);
+      expect(regressionDelayMs('delivery-slow')).toBe(0);
+      armPlant('delivery-slow');
+      expect(regressionDelayMs('delivery-slow')).toBe(50);
+      plantFlagActing('ha.streams', false);
+      expect(regressionDelayMs('delivery-slow')).toBe(0);
+    } finally {
+      armPlant(undefined);
+      plantFlagActing('ha.streams', false);
+    }
   });
 });

@@ -93,7 +93,7 @@ describe('promote inputs', () => {
 });
 
 describe('promote exit codes', () => {
-  it('one per outcome: 0 promoted or planned, 1 rolled back, 3 blocked, 4 rollback failed', () => {
+  it('one per outcome: 0 promoted or planned, 1 rolled back, 3 blocked, 4 rollback failed, 5 paused', () => {
     expect(PROMOTE_EXIT_CODES).toEqual({
       promoted: 0,
       planned: 0,
@@ -101,6 +101,7 @@ describe('promote exit codes', () => {
       'rolled-back': 1,
       blocked: 3,
       'rollback-failed': 4,
+      paused: 5,
     });
   });
 
