@@ -6,7 +6,7 @@
  * from the groups given. Used by tests/cluster/prometheus.test.ts and tests/cluster/prometheus-environments.test.ts.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'yaml';
@@ -29,6 +29,8 @@ export interface TestPrometheus {
   alerts(): Promise<
     Array<{ labels: Record<string, string>; annotations: Record<string, string>; state: string }>
   >;
+  /** Rewrites a job's file_sd list (Prometheus rereads it within a second). */
+  setTargets(job: string, groups: TargetGroup[]): void;
   log(): string;
   stop(): Promise<void>;
 }
@@ -45,8 +47,9 @@ export async function startPrometheus(groups: Record<string, TargetGroup[]>): Pr
     global: Record<string, unknown>;
     scrape_configs: ScrapeConfig[];
   };
+  const targetsFile = (job: string) => join(dir, `${job}.targets.yml`);
   const scrapeConfigs = shipped.scrape_configs.map((job) => {
-    const file = join(dir, `${job.job_name}.targets.yml`);
+    const file = targetsFile(job.job_name);
     writeFileSync(file, JSON.stringify(groups[job.job_name] ?? []));
     return { ...job, file_sd_configs: [{ files: [file], refresh_interval: '1s' }] };
   });
@@ -106,6 +109,12 @@ export async function startPrometheus(groups: Record<string, TargetGroup[]>): Pr
         data: { alerts: Awaited<ReturnType<TestPrometheus['alerts']>> };
       };
       return body.data.alerts;
+    },
+    setTargets: (job, list) => {
+      if (!shipped.scrape_configs.some((c) => c.job_name === job)) throw new Error(`no job ${job}`);
+      const aside = `${targetsFile(job)}.tmp`;
+      writeFileSync(aside, JSON.stringify(list));
+      renameSync(aside, targetsFile(job));
     },
     log: () => log,
     stop,
