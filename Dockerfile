@@ -44,12 +44,16 @@ RUN if [ -n "$BUILD_CA_CERTS" ]; then printf '%s\n' "$BUILD_CA_CERTS" >/tmp/buil
  && rm -f /tmp/build-ca.pem
 
 FROM ${NODE_IMAGE}
+# The commit the image is built from (`docker build --build-arg BUILD_COMMIT=$(git rev-parse HEAD)`): the
+# `commit` label of mesh_broker_build_info (broker/build-info.ts); unset, it reads `unknown`.
+ARG BUILD_COMMIT=""
 LABEL org.opencontainers.image.title="mesh-broker" \
       org.opencontainers.image.description="Mesh broker node (workbench broker); also runs the other workbench commands"
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=8080 \
-    STATE_DIR=/var/lib/mesh-broker
+    STATE_DIR=/var/lib/mesh-broker \
+    MESH_BUILD_COMMIT=${BUILD_COMMIT}
 WORKDIR /app
 # Owned by root and read-only to the broker; only STATE_DIR is writable.
 COPY package.json package-lock.json ./

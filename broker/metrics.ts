@@ -1,4 +1,5 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { type BuildInfo, buildInfo } from './build-info.js';
 import { REJECT_REASONS } from './bus/bus.js';
 
 /**
@@ -346,8 +347,17 @@ export class BrokerMetrics {
     registers: [this.registry],
   });
 
-  constructor(nodeId: string) {
+  /** Always 1; its labels say which code the node runs (./build-info.ts). */
+  readonly buildInfo = new Gauge({
+    name: 'mesh_broker_build_info',
+    help: 'Always 1: the version (package.json) and commit (MESH_BUILD_COMMIT or the BUILD_COMMIT stamp, else unknown) this node runs',
+    labelNames: ['version', 'commit'],
+    registers: [this.registry],
+  });
+
+  constructor(nodeId: string, build: BuildInfo = buildInfo()) {
     this.registry.setDefaultLabels({ node: nodeId });
+    this.buildInfo.set({ version: build.version, commit: build.commit }, 1);
     collectDefaultMetrics({ register: this.registry, prefix: 'mesh_broker_process_' });
     // Known label values start at 0, so a rate or a dashboard query has a series before the first event.
     for (const kind of ['send', 'hook', 'schedule', 'watch']) this.rateLimited.inc({ kind }, 0);

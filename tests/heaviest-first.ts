@@ -10,6 +10,7 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 export const HEAVIEST_FILES: string[] = [
   'tests/cluster/regions.test.ts', // 128 s: two regions with a real streaming replica, cut and healed
   'tests/contract/watches.test.ts', // 85 s
+  'tests/cluster/prometheus-environments.test.ts', // 80 s, mostly idle: two `for: 1m` alerts waited for
   'tests/process/sdk-tarball.test.ts', // 50–85 s: packs a clean copy, npm install of the tarball, Chromium
   'tests/contract/presence.test.ts', // 60 s
   'tests/cluster/lb.test.ts', // 40 s

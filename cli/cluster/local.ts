@@ -32,6 +32,7 @@ import { BrokerProcess } from './broker-process.js';
 import { haproxyConfig } from './haproxy.js';
 import { waitHealthy } from './health.js';
 import { type PrivateRedis, startPrivateRedis } from './private-redis.js';
+import { removePrometheusTargets, writePrometheusTargets } from './prometheus-targets.js';
 import {
   clusterFilePath,
   ensurePrivateStateDir,
@@ -476,6 +477,7 @@ export function writeCluster(cwd: string, cluster: ClusterFile): void {
   writeFileSync(aside, `${JSON.stringify(cluster, null, 2)}\n`, { mode: PRIVATE_FILE });
   chmodSync(aside, PRIVATE_FILE); // `mode` applies only to a file writeFileSync creates
   renameSync(aside, path);
+  writePrometheusTargets(cwd, cluster);
 }
 
 /** What every broker of a cluster shares; a node adds its id and port. */
@@ -636,5 +638,6 @@ export async function down(cwd = process.cwd()): Promise<ClusterFile | undefined
   await Promise.all(clusterPids(latest).map((pid) => stopProcess(pid, 5000)));
   if (latest.redisServer) rmSync(latest.redisServer.configFile, { force: true });
   rmSync(clusterFilePath(cwd), { force: true });
+  removePrometheusTargets(cwd);
   return cluster;
 }

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateMemberKeys, type MemberKeys } from '@mesh-broker/sdk';
@@ -223,6 +223,11 @@ describe('workbench up/down with HAProxy from the Traefik file', () => {
   it('phase 0: one broker; the WebSocket 101 sets the sticky cookie (HttpOnly, SameSite); down leaves nothing', async () => {
     const { cluster, cwd } = await upPhase(0);
     expect(cluster).toMatchObject({ phase: 0, nodes: [{ id: 'broker-1' }] });
+    // Its Prometheus targets (file_sd), labelled as dashboards/prometheus.yml requires.
+    const targets = join(cwd, '.workbench', 'prometheus', 'mesh-broker.yml');
+    expect(parse(readFileSync(targets, 'utf8'))).toEqual([
+      { targets: [new URL(cluster.nodes[0]!.url).host], labels: { environment: 'phase0', cluster: 'local' } },
+    ]);
     const headers = await upgradeHeaders(`${cluster.lb.url.replace('http', 'ws')}/ws`);
     const cookie = String(headers['set-cookie']);
     expect(cookie).toMatch(/^mesh_node=broker-1;/);
@@ -234,6 +239,7 @@ describe('workbench up/down with HAProxy from the Traefik file', () => {
     const stopped = await runWorkbench(['down'], {}, cwd);
     expect(stopped.stdout).toContain('stopped the phase 0 cluster');
     for (const pid of [cluster.lb.pid, ...cluster.nodes.map((n) => n.pid)]) expect(alive(pid)).toBe(false);
+    expect(existsSync(targets)).toBe(false);
   });
 
   it('phase 2: HTTP round-robins over every node; /ws is sticky and a cookie naming a dead node is re-pinned', async () => {

@@ -21,8 +21,22 @@ import { ALERTS_DIR, alertRuleFiles, alertRules, metricNames } from '../helpers/
 const root = packageRoot();
 const TESTS = join(ALERTS_DIR, 'tests');
 const SEVERITIES = ['critical', 'warning'];
-/** Labels Prometheus adds to every scraped series (job, instance) and the registries' default label. */
-const TARGET_LABELS = ['job', 'instance', 'node'];
+/**
+ * Labels Prometheus adds to every scraped series (job, instance), the target labels every file_sd group
+ * carries (environment, cluster: dashboards/prometheus.yml keeps no target without them) and the registries'
+ * default label.
+ */
+const TARGET_LABELS = ['job', 'instance', 'environment', 'cluster', 'node'];
+/** The labels every aggregation keeps and every join matches on, so environments are never compared. */
+const SCOPE = ['environment', 'cluster'];
+const AGGREGATION =
+  /\b(sum|min|max|avg|count|count_values|group|stddev|stdvar|topk|bottomk|quantile)\b\s*(?:(by|without)\s*\(([^)]*)\)\s*)?\(/g;
+/**
+ * runbook_url: the external label runbook_base (else the placeholder base) and the runbook's file name
+ * (dashboards/alerts/mesh-broker.rules.yml's header).
+ */
+const RUNBOOK_URL =
+  /^\{\{ with \$externalLabels\.runbook_base \}\}\{\{ \. \}\}\{\{ else \}\}(https:\/\/[^{}\s]+[^/])\{\{ end \}\}\/([a-z0-9-]+\.md)$/;
 
 interface RuleTest {
   name?: string;
@@ -48,7 +62,10 @@ function registered(): Map<string, string[]> {
       metrics.set(metric.name, [...(labelNames ?? [])]);
     }
   };
-  read(new BrokerMetrics('alert-rules-test').registry);
+  const brokers = new BrokerMetrics('alert-rules-test');
+  // Registered only on a node whose reads go to a replica (broker/node/infrastructure.ts).
+  brokers.replicaLagFrom(async () => 0);
+  read(brokers.registry);
   read(new VerifierMetrics('alert-rules-test').registry);
   return metrics;
 }
@@ -89,8 +106,8 @@ describe('dashboards/alerts: the rule files', () => {
       const rules = join(dir, 'mesh-broker.rules.yml');
       const text = readFileSync(rules, 'utf8');
       const broken = text.replace(
-        'max by (mesh) (mesh_broker_audit_verifier_breaks) > 0',
-        'max by (mesh) (mesh_broker_audit_verifier_breaks) > 1',
+        'max by (environment, cluster, mesh) (mesh_broker_audit_verifier_breaks) > 0',
+        'max by (environment, cluster, mesh) (mesh_broker_audit_verifier_breaks) > 1',
       );
       expect(broken).not.toBe(text);
       writeFileSync(rules, broken);
@@ -112,8 +129,10 @@ describe('dashboards/alerts: the rule files', () => {
       expect(SEVERITIES, `${alert} severity`).toContain(labels?.severity);
       expect(annotations?.summary, `${alert} summary`).toBeTruthy();
       expect(annotations?.description, `${alert} description`).toBeTruthy();
-      const runbook = annotations?.runbook_url ?? '';
-      expect(runbook, `${alert} runbook_url`).toMatch(/^docs\/runbooks\/[a-z0-9-]+\.md$/);
+      const url = RUNBOOK_URL.exec(annotations?.runbook_url ?? '');
+      expect(url, `${alert} runbook_url: ${annotations?.runbook_url}`).not.toBeNull();
+      expect(new URL(`${url![1]}/${url![2]}`).protocol).toBe('https:');
+      const runbook = `docs/runbooks/${url![2]}`;
       expect(existsSync(join(root, runbook)), `${alert}: ${runbook} exists`).toBe(true);
       const text = readFileSync(join(root, runbook), 'utf8');
       expect(text.split('\n')[0], `${runbook} is titled with the alert`).toContain(alert);
@@ -121,6 +140,32 @@ describe('dashboards/alerts: the rule files', () => {
         `(${runbook.replace('docs/runbooks/', '')})`,
       );
     }
+  });
+
+  it('every aggregation keeps environment and cluster and every join matches on them (absent() excepted)', () => {
+    const problems: string[] = [];
+    for (const { alert, expr } of alerts) {
+      for (const [, op, how, labels] of expr.matchAll(AGGREGATION)) {
+        const kept = (labels ?? '').split(',').map((l) => l.trim());
+        if (how !== 'by' || !SCOPE.every((l) => kept.includes(l)))
+          problems.push(`${alert}: ${op} ${how ?? ''}(${labels ?? ''}) drops ${SCOPE.join(' or ')}`);
+      }
+      for (const [, how, labels] of expr.matchAll(/\b(on|ignoring)\s*\(([^)]*)\)/g)) {
+        const matched = labels!.split(',').map((l) => l.trim());
+        if (how !== 'on' || !SCOPE.every((l) => matched.includes(l)))
+          problems.push(`${alert}: ${how} (${labels}) matches across environments`);
+      }
+      // Outside absent(), a selector never names an environment or cluster: the rules are the same everywhere.
+      if (/\b(environment|cluster)\s*=/.test(expr)) problems.push(`${alert}: names an environment`);
+    }
+    expect(problems).toEqual([]);
+    // The check itself: the old, environment-blind disagreement rule is refused.
+    const old = 'count by (flag) (count_values by (flag) ("value", mesh_broker_flag_enabled)) > 1';
+    expect(
+      [...old.matchAll(AGGREGATION)].every(
+        ([, , how, labels]) => how === 'by' && !labels!.includes('environment'),
+      ),
+    ).toBe(true);
   });
 
   it('every alert is tested both firing and not firing', () => {

@@ -456,16 +456,27 @@ describe.each(PHASES)('phase %i: the merged configuration', (phase) => {
       }>;
     };
     const job = (name: string) => main.scrape_configs.find((c) => c.job_name === name)!;
-    const files = job('mesh-broker').file_sd_configs!.flatMap((c) => c.files);
-    expect(files).toHaveLength(1);
-    const targets = (
-      parse(readFileSync(mountAt(prometheus, files[0]!), 'utf8')) as Array<{ targets: string[] }>
-    )
+    // Each job's one file_sd list, as mounted: its targets, every group labelled with the stack's
+    // environment (the brokers' FLAGS_ENV as compose interpolates it) and a cluster.
+    const groupsOf = (name: string) => {
+      expect(job(name).static_configs, `${name} static_configs`).toBeUndefined();
+      const files = job(name).file_sd_configs!.flatMap((c) => c.files);
+      expect(files).toHaveLength(1);
+      return parse(readFileSync(mountAt(prometheus, files[0]!), 'utf8')) as Array<{
+        targets: string[];
+        labels?: Record<string, string>;
+      }>;
+    };
+    const environment = config.services['broker-1']!.environment!.FLAGS_ENV;
+    expect(environment).toBe('compose');
+    for (const name of ['mesh-broker', 'audit-verifier'])
+      for (const group of groupsOf(name))
+        expect(group.labels, `${name} target labels`).toEqual({ environment, cluster: 'compose' });
+    const targets = groupsOf('mesh-broker')
       .flatMap((group) => group.targets)
       .sort();
     expect(targets).toEqual(brokersOf(config).map((name) => `${name}:8080`));
-    expect(job('mesh-broker').static_configs).toBeUndefined();
-    expect(job('audit-verifier').static_configs!.flatMap((c) => c.targets)).toEqual(['audit-verifier:9464']);
+    expect(groupsOf('audit-verifier').flatMap((group) => group.targets)).toEqual(['audit-verifier:9464']);
     expect(Object.keys(config.services)).toContain('audit-verifier');
   });
 
@@ -707,6 +718,14 @@ describe("Prometheus reads each phase's targets file and the alert rules as the 
         file_sd_configs: [{ files: [file], refresh_interval: '1s' }],
       };
     });
+    // A list without environment and cluster labels: the shipped relabelling drops its target.
+    const unlabelled = join(dir, 'unlabelled.yml');
+    writeFileSync(unlabelled, '- targets: ["unlabelled-broker:8080"]\n');
+    jobs.push({
+      ...brokerJob,
+      job_name: 'unlabelled',
+      file_sd_configs: [{ files: [unlabelled], refresh_interval: '1s' }],
+    });
     // The alert rules as phase 3's stack mounts them (the same mount in every phase: checked above).
     const shippedRules = parse(readFileSync(join(root, 'dashboards', 'prometheus.yml'), 'utf8')) as {
       rule_files: string[];
@@ -735,10 +754,17 @@ describe("Prometheus reads each phase's targets file and the alert rules as the 
           const response = await fetch(`http://127.0.0.1:${port}/api/v1/targets`).catch(() => undefined);
           if (!response?.ok) return undefined;
           const body = (await response.json()) as {
-            data: { activeTargets: Array<{ labels: { job: string; instance: string } }> };
+            data: {
+              activeTargets: Array<{ labels: Record<string, string> }>;
+              droppedTargets: Array<{ discoveredLabels: Record<string, string> }>;
+            };
           };
           const targets = body.data.activeTargets;
-          return PHASES.every((p) => targets.some((t) => t.labels.job === `phase${p}`)) ? targets : undefined;
+          const dropped = body.data.droppedTargets.map((t) => t.discoveredLabels.__address__);
+          return PHASES.every((p) => targets.some((t) => t.labels.job === `phase${p}`)) &&
+            dropped.includes('unlabelled-broker:8080')
+            ? targets
+            : undefined;
         },
         { timeoutMs: 30_000, intervalMs: 250, what: 'prometheus to discover the targets' },
       );
@@ -757,8 +783,15 @@ describe("Prometheus reads each phase's targets file and the alert rules as the 
       const loadedAlerts = rules.data.groups.flatMap((group) => group.rules.map((rule) => rule.name));
       expect(loadedAlerts.length).toBeGreaterThan(0);
       expect(loadedAlerts.sort()).toEqual(alertNames(shippedRuleFiles()).sort());
+      expect(found.some((t) => t.labels.job === 'unlabelled')).toBe(false);
       for (const phase of PHASES) {
-        const instances = found.filter((t) => t.labels.job === `phase${phase}`).map((t) => t.labels.instance);
+        const inPhase = found.filter((t) => t.labels.job === `phase${phase}`);
+        for (const target of inPhase)
+          expect([target.labels.environment, target.labels.cluster], target.labels.instance).toEqual([
+            'compose',
+            'compose',
+          ]);
+        const instances = inPhase.map((t) => t.labels.instance);
         expect(instances.sort(), `phase ${phase}`).toEqual(
           brokersOf(mergedConfig(phase)).map((name) => `${name}:8080`),
         );

@@ -230,7 +230,19 @@ describe('imports across the house', () => {
 const FLOORS: Array<{ floor: string; units: string[] }> = [
   {
     floor: 'infrastructure',
-    units: ['db', 'redis', 'bus', 'log', 'metrics', 'config', 'paths', 'timing', 'secrets', 'plants'],
+    units: [
+      'db',
+      'redis',
+      'bus',
+      'log',
+      'metrics',
+      'build-info',
+      'config',
+      'paths',
+      'timing',
+      'secrets',
+      'plants',
+    ],
   },
   { floor: 'shared services', units: ['connections', 'identity', 'hello', 'membership', 'paging'] },
   { floor: 'row framework', units: ['rows', 'shadow'] },
