@@ -297,6 +297,31 @@ describe('the history checkers', () => {
     expect(kinds(older)).toEqual(['clock-epoch-regress']);
   });
 
+  it('excuse one repeated tick right after the observer moved (the tick in flight), and no other', async () => {
+    const welcome = (h: History, observer: string, node: string) =>
+      h.add('info', 'session-welcome', observer, { mesh: 'c', node, resumed: true, observer });
+    const moved = await clean({
+      clock: (h) => {
+        welcome(h, 'o1', 'n1'); // the first welcome: nothing moved yet
+        h.tick('o1', 79, 1);
+        h.tick('o1', 80, 1);
+        welcome(h, 'o1', 'n2');
+        h.tick('o1', 80, 1); // from the node it joined, over the bus
+        h.tick('o1', 81, 1);
+      },
+    }).check();
+    expect(kinds(moved)).toEqual([]);
+    const repeatedLater = await clean({
+      clock: (h) => {
+        h.tick('o1', 80, 1);
+        welcome(h, 'o1', 'n2');
+        h.tick('o1', 81, 1);
+        h.tick('o1', 81, 1); // not the first tick after the move: a repeat
+      },
+    }).check();
+    expect(kinds(repeatedLater)).toEqual(['clock-nonincreasing']);
+  });
+
   it('catch an audit fork, a gap and a rewritten link', async () => {
     const fork = await clean({
       audit: (h) => {
