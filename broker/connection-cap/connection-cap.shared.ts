@@ -75,6 +75,12 @@ export interface SharedCapOptions {
  */
 export class SharedConnectionCap implements ConnectionCap {
   private readonly held = new Map<string, Set<string>>();
+  /**
+   * Sessions that may still be listed in this node's part although this node does not hold them: a release
+   * whose SREM was not confirmed (Redis down, no offline queue), or an admission whose script timed out
+   * (it may have run) and that the local count then refused. Each refresh removes them until Redis confirms.
+   */
+  private readonly stale = new Map<string, Set<string>>();
   /** Every mesh this node ever wrote a part for: its parts are replaced when it becomes shared again. */
   private readonly written = new Set<string>();
   /** Keeps this node's parts alive: every third of their TTL. */
@@ -110,10 +116,14 @@ export class SharedConnectionCap implements ConnectionCap {
   async deactivate(): Promise<void> {
     void this.refresher.stop();
     this.held.clear();
+    // The part expires, and activate replaces it.
+    this.stale.clear();
   }
 
   async admit(meshId: string, sessionId: string): Promise<boolean> {
     const { redis, nodeId, cap, partTtlMs } = this.options;
+    // Its outcome decides from here: admitted, it is held; refused by the script, the part does not list it.
+    this.unmarkStale(meshId, sessionId);
     const viaRedis = async (): Promise<boolean> => {
       const admitted = await redis.eval(
         ADMIT,
@@ -134,6 +144,8 @@ export class SharedConnectionCap implements ConnectionCap {
     const locally = async (): Promise<boolean> => {
       const admitted = await this.options.fallback.admit(meshId, sessionId);
       if (admitted) this.remember(meshId, sessionId);
+      // A script that timed out may have added it to the part: taken out again.
+      else this.forget(meshId, sessionId);
       return admitted;
     };
     return this.redisFirst.run(viaRedis, locally);
@@ -143,8 +155,30 @@ export class SharedConnectionCap implements ConnectionCap {
     this.held.get(meshId)?.delete(sessionId);
     if (this.held.get(meshId)?.size === 0) this.held.delete(meshId);
     await this.options.fallback.release(meshId, sessionId);
-    // Not awaited: a stalled Redis must not hold the socket's close; the part expires anyway.
-    void this.options.redis.srem(partKey(meshId, this.options.nodeId), sessionId).catch(() => {});
+    this.forget(meshId, sessionId);
+  }
+
+  /**
+   * Takes a session this node does not hold out of its part. Not awaited: a stalled Redis must not hold the
+   * socket's close. Until Redis confirms, every refresh removes it again (a refreshed part never expires).
+   */
+  private forget(meshId: string, sessionId: string): void {
+    let set = this.stale.get(meshId);
+    if (!set) {
+      set = new Set();
+      this.stale.set(meshId, set);
+    }
+    set.add(sessionId);
+    void this.options.redis
+      .srem(partKey(meshId, this.options.nodeId), sessionId)
+      .then(() => this.unmarkStale(meshId, sessionId))
+      .catch(() => {});
+  }
+
+  private unmarkStale(meshId: string, sessionId: string): void {
+    const set = this.stale.get(meshId);
+    set?.delete(sessionId);
+    if (set?.size === 0) this.stale.delete(meshId);
   }
 
   async close(): Promise<void> {}
@@ -156,6 +190,7 @@ export class SharedConnectionCap implements ConnectionCap {
       this.held.set(meshId, set);
     }
     set.add(sessionId);
+    this.unmarkStale(meshId, sessionId);
     this.written.add(meshId);
   }
 
@@ -165,12 +200,14 @@ export class SharedConnectionCap implements ConnectionCap {
     const { redis, nodeId, partTtlMs } = this.options;
     try {
       // One pipeline per mesh: its keys share a slot, so on a cluster each goes to one master whole.
-      const meshes = new Set([...this.held.keys(), ...(replace ? this.written : [])]);
+      const meshes = new Set([...this.held.keys(), ...this.stale.keys(), ...(replace ? this.written : [])]);
       const pipelines = [...meshes].map((meshId) => {
         const pipeline = redis.pipeline();
         const part = partKey(meshId, nodeId);
         // A part left from an earlier shared period lists sessions that ended while the row was local.
         if (replace && this.written.has(meshId)) pipeline.del(part);
+        const stale = [...(this.stale.get(meshId) ?? [])];
+        if (stale.length > 0) pipeline.srem(part, ...stale);
         const sessions = this.held.get(meshId);
         if (sessions) {
           pipeline.sadd(part, ...sessions);
@@ -178,7 +215,9 @@ export class SharedConnectionCap implements ConnectionCap {
           pipeline.sadd(nodesKey(meshId), nodeId);
           pipeline.pexpire(nodesKey(meshId), partTtlMs);
         }
-        return pipeline.exec();
+        return pipeline.exec().then(() => {
+          for (const sessionId of stale) this.unmarkStale(meshId, sessionId);
+        });
       });
       await Promise.all(pipelines);
     } catch (error) {
