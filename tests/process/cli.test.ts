@@ -56,6 +56,7 @@ describe('workbench CLI', () => {
       'messages',
       'nodes',
       'presence',
+      'promotion_pauses',
       'promotions',
       'schedule_occurrences',
       'schedules',
