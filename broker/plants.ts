@@ -17,6 +17,8 @@ export interface PlantInfo {
   expect: readonly string[];
   /** The fault kinds its chaos run uses (a plant that needs a fault to show); absent: every kind. */
   faults?: readonly string[];
+  /** Not for `workbench chaos` (what names it is another test's check, e.g. shadow's comparisons). */
+  notChaos?: true;
 }
 
 export const PLANTS = [
@@ -68,12 +70,18 @@ export const PLANTS = [
     description:
       "in shadow mode, the shared implementation's answer differs from the local one (a boolean negated, a list one entry off)",
     expect: ['shadow-disagree'],
+    notChaos: true,
   },
 ] as const satisfies readonly PlantInfo[];
 
 export type PlantName = (typeof PLANTS)[number]['name'];
 
 export const PLANT_NAMES: readonly PlantName[] = PLANTS.map((plant) => plant.name);
+
+/** The plants a chaos run can catch: what `workbench chaos --list-plants` prints and `--plant` takes. */
+export const CHAOS_PLANT_NAMES: readonly PlantName[] = PLANTS.filter(
+  (plant: PlantInfo) => plant.notChaos !== true,
+).map((plant) => plant.name);
 
 export function isPlantName(name: string): name is PlantName {
   return (PLANT_NAMES as readonly string[]).includes(name);

@@ -11,7 +11,7 @@
  * exit 0 when clean, 1 naming each anomaly with its operations, 2 for a bad call, an unreadable file or a
  * malformed line.
  */
-import { PLANT_NAMES } from '../../broker/plants.js';
+import { CHAOS_PLANT_NAMES } from '../../broker/plants.js';
 import { defineCommand, durationOption, type OptionSpec, type Parsed, UsageError } from '../args.js';
 import { defaultFaultCount, FAULT_KINDS, type FaultKind, isFaultKind, maxFaults } from '../chaos/faults.js';
 import { plantKinds, plantOption } from '../chaos/plants.js';
@@ -136,7 +136,7 @@ async function runChaosCommand({ values, positionals }: Parsed<typeof OPTIONS>):
 function listPlants(values: Parsed<typeof OPTIONS>['values']): number {
   const others = Object.entries(values).filter(([name, v]) => name !== 'list-plants' && v !== undefined);
   if (others.length > 0) throw new UsageError(`--list-plants takes no other option, not --${others[0]![0]}`);
-  for (const name of PLANT_NAMES) console.log(name);
+  for (const name of CHAOS_PLANT_NAMES) console.log(name);
   return 0;
 }
 

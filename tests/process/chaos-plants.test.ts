@@ -5,7 +5,7 @@
  * anomaly (the same seeds without the plant hold: tests/cluster/chaos.test.ts and chaos-check.test.ts).
  */
 import { describe, expect, it } from 'vitest';
-import { PLANT_NAMES } from '../../broker/plants.js';
+import { CHAOS_PLANT_NAMES } from '../../broker/plants.js';
 import type { ChaosReport } from '../../cli/chaos/run.js';
 import { runWorkbench } from '../helpers/cli.js';
 
@@ -13,7 +13,7 @@ describe('workbench chaos --plant', () => {
   it('--list-plants prints the names one per line; an unknown plant is exit 2, nothing started', async () => {
     const list = await runWorkbench(['chaos', '--list-plants']);
     expect(list.code).toBe(0);
-    expect(list.stdout.trim().split('\n')).toEqual([...PLANT_NAMES]);
+    expect(list.stdout.trim().split('\n')).toEqual([...CHAOS_PLANT_NAMES]);
     const unknown = await runWorkbench(['chaos', '--plant', 'no-such', '--seed', '1']);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toContain('unknown plant "no-such"');

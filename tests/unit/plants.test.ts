@@ -9,6 +9,7 @@ import { loadConfig } from '../../broker/config.js';
 import {
   activePlant,
   armPlant,
+  CHAOS_PLANT_NAMES,
   PLANT_NAMES,
   PLANTS,
   PlantRefused,
@@ -122,6 +123,15 @@ describe('the lease watch (lease-epochs)', () => {
 
   it('fails when the row was never read (nothing judged)', () => {
     expect(new LeaseWatch().property().ok).toBe(false);
+  });
+});
+
+describe('shadow-divergence: a plant for the shadow comparisons, not for chaos', () => {
+  it('is switched like the others but neither listed by chaos nor taken by --plant (no chaos run names it)', () => {
+    expect(PLANT_NAMES).toContain('shadow-divergence');
+    expect(CHAOS_PLANT_NAMES).not.toContain('shadow-divergence');
+    expect(CHAOS_PLANT_NAMES).toContain('clock-unfenced');
+    expect(() => plantOption('shadow-divergence')).toThrow(UsageError);
   });
 });
 
