@@ -86,6 +86,11 @@ export class PeriodicTask {
     return this.inFlight;
   }
 
+  /** Resolves once the round in flight (if any) has ended, without stopping the task. */
+  settled(): Promise<void> {
+    return this.inFlight ?? Promise.resolve();
+  }
+
   /** Test signal: resolves when the next round to start from now has ended (whatever triggered it). */
   nextRound(): Promise<void> {
     return new Promise((resolve) => this.waiters.push(resolve));

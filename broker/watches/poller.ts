@@ -70,13 +70,21 @@ export class WatchPoller {
       });
   }
 
-  stop(watchId: string): void {
-    void this.polled.get(watchId)?.polls.stop();
+  /** Stops polling the watch; resolves once its poll in flight (if any) has ended. */
+  stop(watchId: string): Promise<void> {
+    const stopped = this.polled.get(watchId)?.polls.stop() ?? Promise.resolve();
     this.polled.delete(watchId);
+    return stopped;
   }
 
-  stopAll(): void {
-    for (const id of this.ids()) this.stop(id);
+  /** Stops every watch here; resolves once their polls in flight have ended. */
+  async stopAll(): Promise<void> {
+    await Promise.all(this.ids().map((id) => this.stop(id)));
+  }
+
+  /** Resolves once the watch's poll in flight (if any) has ended; polling goes on. */
+  settled(watchId: string): Promise<void> {
+    return this.polled.get(watchId)?.polls.settled() ?? Promise.resolve();
   }
 
   private async poll(entry: Polled): Promise<void> {

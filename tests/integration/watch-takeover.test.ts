@@ -188,19 +188,16 @@ async function notificationsSeen(mesh: TestMesh, expected: number): Promise<Watc
   const session = await connectPeer(node.wsUrl, mesh, mesh.members[0]!, { autoAck: false });
   const seen: WatchTriggered[] = [];
   session.on('watch.triggered', (t) => seen.push(t));
+  // The pollers are stopped and their polls in flight ended (stopAll resolved): what is stored is final.
   const total = await stored();
   await waitFor(() => seen.length >= Math.max(total, expected), {
     timeoutMs: 5000,
     what: `the member given ${Math.max(total, expected)} notifications (seen ${seen.length})`,
-  }).catch(() => {});
-  // Anything a late poller stored meanwhile would be given too: a moment more.
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  });
   return seen;
 }
 
 const changes = (seen: WatchTriggered[]) => seen.map((t) => `${t.oldValue} → ${t.newValue}`);
-
-const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('a watch polled by two nodes across a takeover', () => {
   it('an owner paused mid-poll past the takeover, then both polling: exactly one watch.triggered per change', async () => {
@@ -229,7 +226,7 @@ describe('a watch polled by two nodes across a takeover', () => {
 
     // node-a resumes: its paused poll completes; then both poll (node-a's lease round has not run yet).
     paused.release();
-    await pause(1500);
+    await a.poller.settled(watch.watchId);
     site.values.set(path, 'v3');
     await waitFor(async () => (await row(watch.watchId))?.lastValue === 'v3', {
       timeoutMs: 5000,
@@ -238,9 +235,7 @@ describe('a watch polled by two nodes across a takeover', () => {
     // Both pollers polled v3 at least once more before they stop.
     const hits = site.hits.get(path) ?? 0;
     await waitFor(() => (site.hits.get(path) ?? 0) >= hits + 2, { timeoutMs: 5000, what: 'two more polls' });
-    await pause(500);
-    a.poller.stopAll();
-    b.poller.stopAll();
+    await Promise.all([a.poller.stopAll(), b.poller.stopAll()]);
 
     const seen = await notificationsSeen(mesh, 2);
     expect(changes(seen)).toEqual(['v1 → v2', 'v2 → v3']);
@@ -269,9 +264,8 @@ describe('a watch polled by two nodes across a takeover', () => {
       timeoutMs: 5000,
       what: 'v1 → v2 notified',
     });
-    await pause(500);
-    a.poller.stopAll();
-    b.poller.stopAll();
+    // Both polls of v2 end (the second superseded) before anything is counted.
+    await Promise.all([a.poller.stopAll(), b.poller.stopAll()]);
 
     const seen = await notificationsSeen(mesh, 1);
     expect(changes(seen)).toEqual(['v1 → v2']);
@@ -302,8 +296,7 @@ describe('a watch polled by two nodes across a takeover', () => {
     });
     // node-a resumes and stops (its lease round): its "up" is not recorded over node-b's "down".
     paused.release();
-    await pause(300);
-    a.poller.stopAll();
+    await a.poller.stopAll(); // its paused poll has ended
     expect((await row(watch.watchId))?.lastValue).toBe('down');
 
     // Back to the match: node-b notifies down → up.
@@ -312,7 +305,7 @@ describe('a watch polled by two nodes across a takeover', () => {
       timeoutMs: 5000,
       what: 'down → up notified',
     });
-    b.poller.stopAll();
+    await b.poller.stopAll();
     const seen = await notificationsSeen(mesh, 2);
     expect(changes(seen)).toEqual(['null → up', 'down → up']);
   }, 30_000);
