@@ -15,6 +15,21 @@ export class CheckFailed extends Error {}
 /** How long a check waits for something to arrive before it calls it missing (generous: machines are busy). */
 export const DELIVERY_WAIT_MS = 3000;
 
+/** One node's /metrics scrape, as text; a node that does not answer 200 fails the check. */
+export async function metricsOf(url: string): Promise<string> {
+  const response = await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5000) });
+  if (!response.ok) throw new CheckFailed(`${url}/metrics answered ${response.status}`);
+  return response.text();
+}
+
+/** The sum of a counter's samples in a scrape whose labels include `label` (`row="connection-cap"`). */
+export function counterSum(text: string, name: string, label: string): number {
+  let total = 0;
+  for (const match of text.matchAll(new RegExp(`^${name}\\{([^}]*)\\}\\s+(\\S+)`, 'gm')))
+    if (match[1]!.split(',').includes(label)) total += Number(match[2]);
+  return total;
+}
+
 interface CheckBody {
   name: string;
   /**

@@ -2,14 +2,8 @@
  * The checks of the row "reads and home region" (`ha.regions`, docs/multi-region.md). Control-free: they
  * read the nodes' /metrics and drive a peer, nothing more.
  */
-import { type Check, CheckFailed } from './check.js';
+import { type Check, CheckFailed, metricsOf } from './check.js';
 import { NotApplicable } from './context.js';
-
-async function metricsOf(url: string): Promise<string> {
-  const response = await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5000) });
-  if (!response.ok) throw new CheckFailed(`${url}/metrics answered ${response.status}`);
-  return response.text();
-}
 
 /** `mesh_broker_region_reads_total{pool="replica"}` of one node's scrape (0 when absent). */
 function replicaReads(text: string): number {

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packageRoot } from '../../broker/paths.js';
 import { runWorkbench, WORKBENCH } from '../helpers/cli.js';
-import { FAST_CLUSTER } from '../helpers/cluster.js';
+import { SMOKE_CLUSTER } from '../helpers/cluster.js';
 import { readJunit, readJunitReport } from '../helpers/junit.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 
@@ -20,7 +20,7 @@ beforeAll(async () => {
   // Three nodes (phase 3 topology) starting on phase 0's flags, in environment "local".
   const up = await runWorkbench(
     ['up', '--phase', '3', '--flags-phase', '0', '--env', 'local', '--port', '0', '--database-url', db.url],
-    FAST_CLUSTER,
+    SMOKE_CLUSTER,
     cwd,
   );
   expect(up.code, up.stderr).toBe(0);

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runWorkbench, WORKBENCH } from '../helpers/cli.js';
-import { FAST_CLUSTER } from '../helpers/cluster.js';
+import { SMOKE_CLUSTER } from '../helpers/cluster.js';
 import { writeEnvironmentFile } from '../helpers/environments.js';
 import { readJunit } from '../helpers/junit.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
@@ -19,7 +19,7 @@ async function cluster(phase: number) {
   const database = phase === 4 ? [] : ['--database-url', db.url];
   const up = await runWorkbench(
     ['up', '--phase', String(phase), '--port', '0', ...database],
-    FAST_CLUSTER,
+    SMOKE_CLUSTER,
     cwd,
   );
   expect(up.code, up.stderr).toBe(0);
