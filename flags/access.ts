@@ -5,12 +5,20 @@
  */
 import { flagsFile, readFlagsFile, readShadowFlags, writeFlagsFile } from './file-store.js';
 import type { FlagKey, FlagValues } from './registry.js';
-import { readUnleashFlags, setUnleashFlag, type UnleashAdminOptions } from './unleash-admin.js';
+import {
+  readUnleashFlags,
+  readUnleashShadow,
+  setUnleashFlag,
+  type UnleashAdminOptions,
+} from './unleash-admin.js';
 
 export interface FlagsAccess {
   kind: 'file' | 'unleash';
   read(): Promise<FlagValues>;
-  write(flag: FlagKey, on: boolean): Promise<void>;
+  /** The flags at "shadow" (docs/flags.md § Shadow); `read` has them false (what serves). */
+  readShadow(): Promise<FlagKey[]>;
+  /** Writes on or off, or, with `shadow` (and `on` false), shadow. */
+  write(flag: FlagKey, on: boolean, shadow?: boolean): Promise<void>;
   /** Where the values live, for messages. */
   describe: string;
 }
@@ -21,13 +29,13 @@ export function fileFlagsAccess(dir: string, environment: string): FlagsAccess {
     kind: 'file',
     describe: path,
     read: async () => readFlagsFile(path),
-    // The other flags' shadow stays as the file has it; the flag written is on or off now.
-    write: async (flag, on) =>
-      writeFlagsFile(
-        path,
-        { ...readFlagsFile(path), [flag]: on },
-        readShadowFlags(path).filter((key) => key !== flag),
-      ),
+    readShadow: async () => readShadowFlags(path),
+    // The other flags' shadow stays as the file has it; the flag written is on, off or shadow now.
+    write: async (flag, on, shadow = false) =>
+      writeFlagsFile(path, { ...readFlagsFile(path), [flag]: on && !shadow }, [
+        ...readShadowFlags(path).filter((key) => key !== flag),
+        ...(shadow ? [flag] : []),
+      ]),
   };
 }
 
@@ -36,6 +44,7 @@ export function unleashFlagsAccess(admin: UnleashAdminOptions): FlagsAccess {
     kind: 'unleash',
     describe: `${admin.url} (Unleash environment ${admin.environment})`,
     read: () => readUnleashFlags(admin),
-    write: (flag, on) => setUnleashFlag(admin, flag, on),
+    readShadow: () => readUnleashShadow(admin),
+    write: (flag, on, shadow = false) => setUnleashFlag(admin, flag, on, shadow),
   };
 }

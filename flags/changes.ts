@@ -6,7 +6,7 @@
  * one of a pool), so flags/ depends on nothing of broker/.
  */
 import type { FlagsAccess } from './access.js';
-import { FLAGS, type FlagKey } from './registry.js';
+import { FLAGS, type FlagKey, type FlagMode } from './registry.js';
 
 /** Flag changes are cluster-wide, not a mesh's: they go on their own chain, under this id. */
 export const CLUSTER_CHAIN_ID = '00000000-0000-0000-0000-000000000000';
@@ -21,7 +21,18 @@ export interface FlagChangedEvent {
   meshId: typeof CLUSTER_CHAIN_ID;
   eventType: 'flag.changed';
   actor: string;
-  payload: { environment: string; flag: FlagKey; from: boolean; to: boolean };
+  /**
+   * `from`/`to`: what serves (shadow serves as off). `fromMode`/`toMode`: set when either side is shadow,
+   * so that a move between off and shadow, which changes no served value, is on the record too.
+   */
+  payload: {
+    environment: string;
+    flag: FlagKey;
+    from: boolean;
+    to: boolean;
+    fromMode?: FlagMode;
+    toMode?: FlagMode;
+  };
 }
 
 /**
@@ -46,6 +57,10 @@ export interface FlagChange {
    * environment has no recorded state yet (a fresh cluster's preset is not the registry's default).
    */
   previous?: boolean;
+  /** The change sets the flag to shadow (`value` is then false: what serves). */
+  shadow?: boolean;
+  /** The provider had the flag at shadow before the change (read by the caller). */
+  previousShadow?: boolean;
 }
 
 /**
@@ -71,16 +86,21 @@ export async function recordFlagChange<Tx extends FlagSql>(
     );
     const from = known.rows[0]?.value ?? change.previous ?? FLAGS.find((f) => f.key === change.flag)!.default;
     await apply();
-    if (from === change.value) {
+    const mode = (on: boolean, shadow: boolean | undefined): FlagMode =>
+      on ? 'on' : shadow ? 'shadow' : 'off';
+    const fromMode = mode(from, change.previousShadow);
+    const toMode = mode(change.value, change.shadow);
+    if (from === change.value && fromMode === toMode) {
       if (!known.rows[0]) await insertState(client, change);
       return { changed: false, from };
     }
     await insertState(client, change);
+    const modes = fromMode === 'shadow' || toMode === 'shadow' ? { fromMode, toMode } : {};
     await ledger.appendAudit(client, {
       meshId: CLUSTER_CHAIN_ID,
       eventType: 'flag.changed',
       actor: change.actor,
-      payload: { environment: change.environment, flag: change.flag, from, to: change.value },
+      payload: { environment: change.environment, flag: change.flag, from, to: change.value, ...modes },
     });
     return { changed: true, from };
   });
@@ -103,22 +123,33 @@ async function insertState(client: FlagSql, change: FlagChange): Promise<void> {
 export async function changeFlag<Tx extends FlagSql>(
   ledger: FlagChangeLedger<Tx>,
   provider: FlagsAccess,
-  change: Omit<FlagChange, 'previous'>,
+  change: Omit<FlagChange, 'previous' | 'previousShadow'>,
 ): Promise<{ changed: boolean; from: boolean }> {
+  const shadow = change.shadow ?? false;
+  if (shadow && change.value)
+    throw new Error(`${change.flag}: shadow serves as off; its value must be false`);
   const previous = (await provider.read())[change.flag];
-  return recordFlagChange(ledger, { ...change, previous }, async () => {
-    await provider.write(change.flag, change.value);
+  const previousShadow = (await provider.readShadow()).includes(change.flag);
+  return recordFlagChange(ledger, { ...change, previous, previousShadow }, async () => {
+    await provider.write(change.flag, change.value, shadow);
     const readBack = (await provider.read())[change.flag];
-    if (readBack !== change.value) throw new FlagReadBackError(change, readBack, provider.describe);
+    const readBackShadow = (await provider.readShadow()).includes(change.flag);
+    if (readBack !== change.value || readBackShadow !== shadow)
+      throw new FlagReadBackError(change, readBack, readBackShadow, provider.describe);
   });
 }
 
 /** The provider does not show the value just written: the change is not recorded. */
 export class FlagReadBackError extends Error {
-  constructor(change: Omit<FlagChange, 'previous'>, readBack: boolean, where: string) {
-    const show = (on: boolean) => (on ? 'on' : 'off');
+  constructor(
+    change: Omit<FlagChange, 'previous'>,
+    readBack: boolean,
+    readBackShadow: boolean,
+    where: string,
+  ) {
+    const show = (on: boolean, shadow: boolean | undefined) => (on ? 'on' : shadow ? 'shadow' : 'off');
     super(
-      `${change.flag}: wrote ${show(change.value)} to ${where}, but it reads back ${show(readBack)}; nothing audited`,
+      `${change.flag}: wrote ${show(change.value, change.shadow)} to ${where}, but it reads back ${show(readBack, readBackShadow)}; nothing audited`,
     );
   }
 }

@@ -90,8 +90,28 @@ interface FeatureListView {
   features?: Array<{ name: string; environments?: Array<{ name: string; enabled: boolean }> }>;
 }
 interface FeatureView {
-  environments?: Array<{ name: string; enabled: boolean; strategies?: unknown[] }>;
+  environments?: Array<{
+    name: string;
+    enabled: boolean;
+    strategies?: Strategy[];
+  }>;
 }
+
+/** A strategy as the admin API shows it; its variants say a flag's mode to the nodes that match it. */
+interface Strategy {
+  id: string;
+  name: string;
+  parameters?: Record<string, unknown>;
+  constraints?: unknown[];
+  segments?: number[];
+  variants?: Array<{ name: string }>;
+}
+
+/**
+ * The variant that makes an enabled flag "shadow" for the nodes (docs/flags.md § Shadow): a strategy
+ * variant (Unleash 5+ deprecates environment variants; 8 refuses them).
+ */
+const SHADOW_VARIANT = { name: 'shadow', weight: 1000, weightType: 'variable', stickiness: 'default' };
 
 /**
  * Unleash's environments; throws, naming them, unless `options.environment` is one. OSS Unleash has
@@ -137,14 +157,53 @@ export async function readUnleashFlags(options: UnleashAdminOptions): Promise<Fl
       );
     values[flag.key] = environment.enabled;
   }
+  // A flag at shadow is enabled in Unleash but serves as off (its variant says so).
+  for (const key of await shadowOf(options, list)) values[key] = false;
   return values;
 }
 
-/** Turns a flag on or off in the Unleash environment, creating it (with a default strategy) if needed. */
+/**
+ * The flags at "shadow" in the Unleash environment: enabled, with every environment variant named
+ * `shadow` (readUnleashFlags reads them as off: what serves).
+ */
+export async function readUnleashShadow(options: UnleashAdminOptions): Promise<FlagKey[]> {
+  const project = options.project ?? 'default';
+  return shadowOf(
+    options,
+    await call<FeatureListView>(options, 'GET', `/admin/projects/${project}/features`),
+  );
+}
+
+/** Of the listed flags, those enabled in the environment with only `shadow` variants (one read each). */
+async function shadowOf(options: UnleashAdminOptions, list: FeatureListView | undefined): Promise<FlagKey[]> {
+  const base = `/admin/projects/${options.project ?? 'default'}/features`;
+  const shadow: FlagKey[] = [];
+  for (const flag of FLAGS) {
+    const listed = list?.features?.find((f) => f.name === flag.key);
+    if (!listed?.environments?.find((e) => e.name === options.environment)?.enabled) continue;
+    const feature = await call<FeatureView>(options, 'GET', `${base}/${flag.key}`);
+    const strategies = feature?.environments?.find((e) => e.name === options.environment)?.strategies ?? [];
+    // Shadow for every node: each strategy's variants are `shadow` only.
+    const variants = strategies.map((strategy) => strategy.variants ?? []);
+    if (
+      strategies.length > 0 &&
+      variants.every((list) => list.length > 0 && list.every((v) => v.name === SHADOW_VARIANT.name))
+    )
+      shadow.push(flag.key);
+  }
+  return shadow;
+}
+
+/**
+ * Turns a flag on or off in the Unleash environment, or with `shadow` to shadow (enabled, each strategy
+ * with the one variant `shadow`), creating it (with a default strategy) if needed. On and off remove the
+ * `shadow` variants, so that the flag reads back as written.
+ */
 export async function setUnleashFlag(
   options: UnleashAdminOptions,
   flag: FlagKey,
   on: boolean,
+  shadow = false,
 ): Promise<void> {
   const project = options.project ?? 'default';
   const base = `/admin/projects/${project}/features`;
@@ -160,13 +219,34 @@ export async function setUnleashFlag(
     throw new UnknownUnleashEnvironmentError(
       `Unleash has no environment "${options.environment}" for flag ${flag} (it has ${(feature?.environments ?? []).map((e) => e.name).join(', ')})`,
     );
+  const strategiesPath = `${base}/${flag}/environments/${options.environment}/strategies`;
   // Without a strategy, an enabled flag is off for every node: give it the default (on for everyone).
-  if ((environment.strategies ?? []).length === 0) {
-    await call(options, 'POST', `${base}/${flag}/environments/${options.environment}/strategies`, {
+  let strategies = environment.strategies ?? [];
+  if (strategies.length === 0) {
+    const made = await call<Strategy>(options, 'POST', strategiesPath, {
       name: 'default',
       parameters: {},
       constraints: [],
+      ...(shadow ? { variants: [SHADOW_VARIANT] } : {}),
+    });
+    strategies = shadow ? [] : [made];
+  }
+  for (const strategy of strategies) {
+    const hasShadow = (strategy.variants ?? []).some((v) => v.name === SHADOW_VARIANT.name);
+    if (!shadow && !hasShadow) continue;
+    await call(options, 'PUT', `${strategiesPath}/${strategy.id}`, {
+      name: strategy.name,
+      parameters: strategy.parameters ?? {},
+      constraints: strategy.constraints ?? [],
+      ...(strategy.segments ? { segments: strategy.segments } : {}),
+      variants: shadow
+        ? [SHADOW_VARIANT]
+        : (strategy.variants ?? []).filter((v) => v.name !== SHADOW_VARIANT.name),
     });
   }
-  await call(options, 'POST', `${base}/${flag}/environments/${options.environment}/${on ? 'on' : 'off'}`);
+  await call(
+    options,
+    'POST',
+    `${base}/${flag}/environments/${options.environment}/${on || shadow ? 'on' : 'off'}`,
+  );
 }

@@ -131,6 +131,11 @@ export class LocalMcpRegistry implements McpRegistry {
     if (mesh?.size === 0) this.servers.delete(meshId);
   }
 
+  /** The session hosting `server` in the mesh here, if any (what shadow mode compares for a call). */
+  hostSessionOf(meshId: string, server: string): string | undefined {
+    return this.servers.get(meshId)?.get(server)?.hostSession;
+  }
+
   /** Every server this node knows, for the shared registry to take over on a flip. */
   entries(): Array<{ meshId: string; entry: McpServerEntry }> {
     return [...this.servers].flatMap(([meshId, servers]) =>

@@ -7,16 +7,28 @@ import { mcpLimitsOf } from './limits.js';
 import type { McpRegistry, McpSink, RevokedAmong } from './mcp.js';
 import { LocalMcpRegistry } from './mcp.local.js';
 import { SharedMcpRegistry } from './mcp.shared.js';
+import { mcpShadow } from './shadow.js';
 
 export const mcpRow = defineRow({
   name: 'mcp',
   flag: 'ha.mcp',
   metric: 'mesh_broker_mcp_calls_total',
   doc: 'docs/mcp.md',
-  uses: ['config', 'pool', 'log', 'metrics', 'connections', 'sinks', 'bus'],
+  uses: ['config', 'pool', 'log', 'metrics', 'connections', 'sinks', 'bus', 'redis'],
   // Registrations are audited; regions say where server lists read.
   needs: { audit: auditRow, regions: regionsRow },
-  build: ({ config, pool, log, metrics, connections, sinks, bus, audit, regions }): RowParts<McpRegistry> => {
+  build: ({
+    config,
+    pool,
+    log,
+    metrics,
+    connections,
+    sinks,
+    bus,
+    redis,
+    audit,
+    regions,
+  }): RowParts<McpRegistry> => {
     const sink: McpSink = {
       send: sinks.toSession,
       reaches: (sessionId) => connections.session(sessionId) !== undefined,
@@ -50,6 +62,7 @@ export const mcpRow = defineRow({
         else local.adopt(await shared.hostedHere());
       },
       frames: (routes, mcp) => registerMcpFrames(routes, mcp, audit.view),
+      shadow: () => mcpShadow({ local, redis, nodeId: config.nodeId, limits, revokedAmong }),
       session: (mcp) => ({
         started: (identity) => mcp.hostReconnected(identity),
         socketClosed: (identity) => mcp.hostDisconnected(identity),

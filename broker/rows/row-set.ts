@@ -59,7 +59,10 @@ export function buildRow<T extends Lifecycle, E extends object, K extends Servic
       // Observing only while comparing: a row out of shadow pays nothing per call.
       if (!on) rowSwitch.observeLocal(undefined);
       await shadow.set(on);
-      if (on) rowSwitch.observeLocal((method, args, answer) => shadow.observe(method, args, answer));
+      if (on)
+        rowSwitch.observeLocal((method, args, answer, refusal) =>
+          shadow.observe(method, args, answer, refusal),
+        );
     },
     shadowReport: () => shadow?.report(),
     close: async () => {

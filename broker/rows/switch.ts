@@ -20,8 +20,16 @@ import type { Implementation, Lifecycle } from './lifecycle.js';
 /** State the new implementation takes over from the old one; runs after both changed state. */
 export type HandOver<T> = (from: T, to: T, target: Implementation) => Promise<void>;
 
-/** Hears each call the local implementation answered, with its answer (shadow mode: broker/shadow/). */
-export type CallObserver = (method: string, args: readonly unknown[], answer: unknown) => void;
+/**
+ * Hears each call the local implementation answered, with its answer, or with the error it refused the
+ * call with (shadow mode: broker/shadow/; the runner decides which refusals it compares).
+ */
+export type CallObserver = (
+  method: string,
+  args: readonly unknown[],
+  answer: unknown,
+  refusal?: unknown,
+) => void;
 
 /** How long a move waits for calls running on the old implementation. */
 const DRAIN_MS = 5000;
@@ -188,7 +196,7 @@ export class Switch<T extends Lifecycle> implements RowSwitch {
     return wrapper;
   }
 
-  /** Hands a local answer to the observer once it is there; a failed call is not compared. */
+  /** Hands a local answer (or its refusal) to the observer once it is there. */
   private observed(observer: CallObserver, method: string, args: unknown[], result: unknown): void {
     if (!(result instanceof Promise)) {
       observer(method, args, result);
@@ -196,7 +204,7 @@ export class Switch<T extends Lifecycle> implements RowSwitch {
     }
     result.then(
       (answer) => observer(method, args, answer),
-      () => {},
+      (error: unknown) => observer(method, args, undefined, error ?? new Error('refused')),
     );
   }
 

@@ -13,6 +13,7 @@ import {
   canonical,
   diverge,
   type RowShadow,
+  refusalCode,
   type ShadowMismatch,
   type ShadowOutcome,
   type ShadowSample,
@@ -45,6 +46,7 @@ export class ShadowRunner {
   };
   private readonly mismatches: ShadowMismatch[] = [];
   private readonly observed: ReadonlySet<string>;
+  private readonly refusalsCompared: ReadonlySet<string>;
 
   constructor(
     readonly flag: FlagKey,
@@ -53,6 +55,7 @@ export class ShadowRunner {
     private readonly log: Logger,
   ) {
     this.observed = new Set(shadow.observes);
+    this.refusalsCompared = new Set(shadow.comparesRefusals ?? []);
   }
 
   get active(): boolean {
@@ -77,12 +80,25 @@ export class ShadowRunner {
     );
   }
 
-  /** A call the local implementation answered (never throws, never waits). */
-  observe(method: string, args: readonly unknown[], answer: unknown): void {
+  /** A call the local implementation answered or refused (never throws, never waits). */
+  observe(method: string, args: readonly unknown[], answer: unknown, refusal?: unknown): void {
     if (!this.running || !this.observed.has(method)) return;
+    if (refusal !== undefined) {
+      const code = refusalCode(refusal);
+      if (code === undefined || !this.refusalsCompared.has(method)) return;
+      answer = { refused: code };
+    }
     if (this.queued >= MAX_QUEUED) {
       this.counts.skipped += 1;
       return;
+    }
+    if (this.shadow.capture) {
+      try {
+        answer = this.shadow.capture(method, args, answer);
+      } catch (error) {
+        this.log.warn({ err: error, flag: this.flag, method }, 'shadow: reading the local answer failed');
+        return;
+      }
     }
     this.queued += 1;
     this.queue = this.queue.then(async () => {

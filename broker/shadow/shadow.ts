@@ -10,6 +10,11 @@
  * - `compare` gets a call the local implementation just answered and its answer, and returns both answers
  *   in a comparable form (plain JSON: order-free sets sorted), or undefined for a call it only mirrors
  *   into its copy (a release after an admission, say). It throws when the shared side could not answer.
+ * - `capture`, when given, reads what the local side decided at the moment of its answer (who a publish
+ *   reached, which session a call was routed to): comparisons run later, off the peer's path, when the
+ *   local state may have moved on. What it returns is what `compare` gets as `local`.
+ * - a call the local side refused is compared only for the methods in `comparesRefusals`, and only for a
+ *   refusal of the protocol (a ProtocolError): `local` is then `{ refused: <its code> }`.
  */
 export interface ShadowSample {
   /** What was asked, for the mismatch list (`peers.list <mesh>`, `admit <mesh>`). */
@@ -21,9 +26,24 @@ export interface ShadowSample {
 export interface RowShadow {
   /** The methods of the row's interface the comparator is given (others are not observed). */
   readonly observes: readonly string[];
+  /** Of those, the methods whose protocol refusals are compared too (`local` is `{ refused: code }`). */
+  readonly comparesRefusals?: readonly string[];
+  /** What the local side decided, read when it answered (synchronous, cheap; see the contract above). */
+  capture?(method: string, args: readonly unknown[], answer: unknown): unknown;
   start(): Promise<void>;
   stop(): Promise<void>;
   compare(method: string, args: readonly unknown[], local: unknown): Promise<ShadowSample | undefined>;
+}
+
+/** How a refusal of the local side is compared: its protocol error code. */
+export interface Refused {
+  refused: string;
+}
+
+/** The code of a protocol refusal (a ProtocolError: `not_found`, `conflict`…), or undefined for other errors. */
+export function refusalCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return error instanceof Error && typeof code === 'string' ? code : undefined;
 }
 
 export type ShadowOutcome = 'agree' | 'disagree' | 'error';

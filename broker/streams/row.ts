@@ -8,6 +8,7 @@ import { Continuity } from './continuity.js';
 import { registerStreamFrames } from './frames.js';
 import { MemoryHistory } from './history.memory.js';
 import { historyClient, RedisHistory } from './history.redis.js';
+import { streamsShadow } from './shadow.js';
 import type { Streams } from './streams.js';
 import { LocalStreams } from './streams.local.js';
 import { SharedStreams } from './streams.shared.js';
@@ -60,6 +61,13 @@ export const streamsRow = defineRow({
         shared,
       ),
       frames: (routes, streams) => registerStreamFrames(routes, streams, metrics),
+      shadow: () =>
+        streamsShadow({
+          local,
+          redis,
+          maxPerSession,
+          sessionsHere: () => connections.all().flatMap((c) => (c.identity ? [c.identity] : [])),
+        }),
       session: (streams) => ({
         started: (identity) => streams.sessionStarted(identity.meshId, identity.sessionId),
         ended: (meshId, sessionId) => streams.sessionEnded(meshId, sessionId),

@@ -108,6 +108,11 @@ export class LocalStreams implements Streams, Registry {
     return to.length;
   }
 
+  /** The sessions here that hold the stream, in id order (what shadow mode compares for a publish). */
+  subscribersOf(meshId: string, stream: string): string[] {
+    return [...(this.subscriptions.get(meshId)?.get(stream) ?? [])].sort();
+  }
+
   /** How many sessions here hold the stream. */
   subscriberCount(meshId: string, stream: string): number {
     return this.subscriptions.get(meshId)?.get(stream)?.size ?? 0;

@@ -75,7 +75,7 @@ const OPTIONS = {
 export const flagsCommand = defineCommand({
   synopsis: [
     'flags list --env E [--json]',
-    'flags set KEY on|off --env E [--actor NAME]',
+    'flags set KEY on|off|shadow --env E [--actor NAME]',
     'flags seed --env E --phase N [--actor NAME]',
   ],
   about: `list: each flag, the provider's value and what every live node acts on.
@@ -222,12 +222,13 @@ function actorOf(values: Values): string {
 
 async function set(values: Values, environment: string, args: string[]): Promise<number> {
   const [key, state, ...extra] = args;
-  if (!key || !state) throw new UsageError('usage: flags set KEY on|off --env E');
+  if (!key || !state) throw new UsageError('usage: flags set KEY on|off|shadow --env E');
   if (extra.length > 0) throw new UsageError(`unexpected argument "${extra[0]}"`);
   if (!isFlagKey(key)) throw new UsageError(`unknown flag "${key}"; known flags: ${FLAG_KEYS.join(', ')}`);
-  if (state !== 'on' && state !== 'off')
-    throw new UsageError(`flag value must be "on" or "off", got "${state}"`);
+  if (state !== 'on' && state !== 'off' && state !== 'shadow')
+    throw new UsageError(`flag value must be "on", "off" or "shadow", got "${state}"`);
   const on = state === 'on';
+  const shadow = state === 'shadow';
   const { provider, databaseUrl, push } = await accessFor(values, environment);
 
   const pool = createPool(databaseUrl, {
@@ -236,17 +237,19 @@ async function set(values: Values, environment: string, args: string[]): Promise
   });
   try {
     const actor = actorOf(values);
+    const before = (await provider.readShadow()).includes(key) ? 'shadow' : undefined;
     const { changed, from } = await changeFlag(flagChangeLedger(pool), provider, {
       environment,
       flag: key,
       value: on,
+      shadow,
       actor,
     });
     const nodes = push ? await pushRefresh(push, environment, { flag: key, value: on }) : undefined;
     const pushed = pushedLine(push, nodes, environment);
     console.log(
       changed
-        ? `${key}: ${from ? 'on' : 'off'} → ${state} in ${environment} (${provider.describe}); audited as ${actor}; ${pushed}`
+        ? `${key}: ${before ?? (from ? 'on' : 'off')} → ${state} in ${environment} (${provider.describe}); audited as ${actor}; ${pushed}`
         : `${key} is already ${state} in ${environment}; nothing to audit; ${pushed}`,
     );
     return 0;

@@ -1,0 +1,239 @@
+/**
+ * Shadow comparator of `ha.mcp` (docs/mcp.md § Shadow): what the local registry answered, against what the
+ * shared registry would on a shadow copy. Compared: each call (the session it was routed to, or the
+ * refusal's code: `not_found` for a server hosted on another node is the local gap), each `mcp.list` page,
+ * and each registration (accepted, or refused with `conflict` / `limit_exceeded`, counted over every node).
+ *
+ * The shared side, on a shadow copy: the shared registry's rows (`mcp_servers`, with the node holding the
+ * host's socket) mirrored into the shadow Redis (broker/shadow/copy.ts), one hash per mesh under
+ * `shadow:mcp:<mesh>` (server → its entry), written by every node in shadow. Each registration,
+ * unregistration, host disconnect and reconnect and session end the local registry answers is applied to
+ * the copy with the shared rules (SharedMcpRegistry): a name held by another session is a conflict, the
+ * bounds count the whole mesh, a disconnect takes offline the servers whose host's socket was here, a
+ * reconnect brings them online here, a revoked host's servers are gone (the members directory is read,
+ * never written). The live `mcp_servers` rows and the live registry are never read for it or written.
+ */
+import type { SessionIdentity } from '../connections/connection.js';
+import type { RedisClient } from '../redis/clients.js';
+import { openShadowRedis, type ShadowRedis } from '../shadow/copy.js';
+import { type RowShadow, refusalCode, type ShadowSample } from '../shadow/shadow.js';
+import { assertWithinLimits, type McpLimits, type McpUsage } from './limits.js';
+import {
+  assertCallable,
+  type McpCall,
+  type McpListPage,
+  type McpPageRequest,
+  type McpServerEntry,
+  type McpTool,
+  type RevokedAmong,
+} from './mcp.js';
+import type { LocalMcpRegistry } from './mcp.local.js';
+import { assertListable, byName, fillPage } from './page.js';
+
+/** A mesh's hash outlives the nodes that wrote it by at most this long. */
+export const COPY_TTL_S = 24 * 3600;
+
+/** A row of the copy: the entry and the node holding its host's socket. */
+type CopyEntry = McpServerEntry & { hostNode: string };
+
+export interface McpShadowOptions {
+  local: LocalMcpRegistry;
+  redis: RedisClient;
+  nodeId: string;
+  limits: McpLimits;
+  revokedAmong: RevokedAmong;
+}
+
+const keyOf = (meshId: string) => `mcp:${meshId}`;
+
+/** What an answer is for the comparison: `accepted`, a route, or the refusal as it came. */
+const ACCEPTED = 'accepted';
+
+export function mcpShadow(options: McpShadowOptions): RowShadow {
+  let redis: ShadowRedis | undefined;
+  const copy = (): ShadowRedis => {
+    if (!redis?.guard.usable()) throw new Error('mcp shadow copy: Redis unavailable');
+    return redis;
+  };
+
+  /** The mesh's rows whose host is not revoked (the shared registry's HOST_NOT_REVOKED). */
+  const rows = async (meshId: string): Promise<CopyEntry[]> => {
+    const all = Object.values(await copy().client.hgetall(keyOf(meshId))).map(
+      (json) => JSON.parse(json) as CopyEntry,
+    );
+    if (all.length === 0) return all;
+    const revoked = await options.revokedAmong(meshId, [...new Set(all.map((entry) => entry.host))]);
+    return all.filter((entry) => !revoked.has(entry.host));
+  };
+  const write = async (meshId: string, entries: CopyEntry[]) => {
+    if (entries.length === 0) return;
+    const key = keyOf(meshId);
+    const fields = entries.flatMap((entry) => [entry.server, JSON.stringify(entry)]);
+    await copy()
+      .client.multi()
+      .hset(key, ...fields)
+      .expire(key, COPY_TTL_S)
+      .exec();
+  };
+
+  /** The shared registration on the copy: `accepted`, or the refusal's code; written when `keep`. */
+  const register = async (args: readonly unknown[], keep: boolean): Promise<unknown> => {
+    const [host, server, description, tools] = args as [SessionIdentity, string, string, McpTool[]];
+    const entry: CopyEntry = {
+      server,
+      description,
+      host: host.pubkey,
+      hostSession: host.sessionId,
+      tools,
+      online: true,
+      hostNode: options.nodeId,
+    };
+    const mesh = await rows(host.meshId);
+    try {
+      assertListable({ server, description, host: host.pubkey, tools, online: true });
+      if (mesh.some((row) => row.server === server && row.hostSession !== host.sessionId))
+        return { refused: 'conflict' };
+      assertWithinLimits(usageOf(mesh, host.pubkey, server), tools.length, options.limits);
+    } catch (error) {
+      const code = refusalCode(error);
+      if (code === undefined) throw error;
+      return { refused: code };
+    }
+    // A registration the local registry refused is not made: the host was told no, the copy stays in step.
+    if (keep) await write(host.meshId, [entry]);
+    return ACCEPTED;
+  };
+
+  /** Rewrites the mesh's entries of `sessionId` that `match`, with `change` applied. */
+  const update = async (
+    meshId: string,
+    sessionId: string,
+    match: (entry: CopyEntry) => boolean,
+    change: (entry: CopyEntry) => CopyEntry,
+  ) => {
+    const mine = (await rows(meshId)).filter((entry) => entry.hostSession === sessionId && match(entry));
+    await write(meshId, mine.map(change));
+  };
+
+  return {
+    observes: [
+      'register',
+      'unregister',
+      'list',
+      'call',
+      'hostDisconnected',
+      'hostReconnected',
+      'sessionEnded',
+    ],
+    comparesRefusals: ['register', 'call'],
+    capture(method, args, answer) {
+      if (method === 'register') return answer === undefined ? ACCEPTED : answer;
+      if (method !== 'call' || answer !== undefined) return answer;
+      // Answered: routed to the session the local registry holds for the server now.
+      const [caller, call] = args as [SessionIdentity, McpCall];
+      return { routed: options.local.hostSessionOf(caller.meshId, call.server) ?? null };
+    },
+    /** The copy starts with what the local registry holds (a flip's adopt: a name taken stays taken). */
+    async start() {
+      redis = await openShadowRedis(options.redis);
+      const byMesh = new Map<string, McpServerEntry[]>();
+      for (const { meshId, entry } of options.local.entries())
+        byMesh.set(meshId, [...(byMesh.get(meshId) ?? []), entry]);
+      for (const [meshId, entries] of byMesh) {
+        const taken = new Map((await rows(meshId)).map((row) => [row.server, row.hostSession]));
+        const free = entries.filter(
+          (entry) => (taken.get(entry.server) ?? entry.hostSession) === entry.hostSession,
+        );
+        await write(
+          meshId,
+          free.map((entry) => ({ ...entry, hostNode: options.nodeId })),
+        );
+      }
+    },
+    async stop() {
+      await redis?.close();
+      redis = undefined;
+    },
+    async compare(method, args, local): Promise<ShadowSample | undefined> {
+      if (!redis) return undefined;
+      switch (method) {
+        case 'register': {
+          const shared = await register(args, local === ACCEPTED);
+          return { subject: `register ${args[1] as string}`, local, shared };
+        }
+        case 'call': {
+          const [caller, call] = args as [SessionIdentity, McpCall];
+          const entry = (await rows(caller.meshId)).find((row) => row.server === call.server);
+          let shared: unknown;
+          try {
+            assertCallable(entry, call);
+            shared = { routed: (entry as CopyEntry).hostSession };
+          } catch (error) {
+            const code = refusalCode(error);
+            if (code === undefined) throw error;
+            shared = { refused: code };
+          }
+          return { subject: `call ${call.server}`, local, shared };
+        }
+        case 'list': {
+          const [meshId, page] = args as [string, McpPageRequest];
+          const after = page.after;
+          const entries = (await rows(meshId))
+            .filter((entry) => after === undefined || entry.server > after)
+            .sort(byName)
+            .map(({ hostNode: _node, ...entry }) => entry);
+          const shared: McpListPage = await fillPage(entries, page);
+          return { subject: `mcp.list ${meshId}`, local, shared };
+        }
+        case 'unregister': {
+          const [host, server] = args as [SessionIdentity, string];
+          const row = (await rows(host.meshId)).find((entry) => entry.server === server);
+          if (row?.hostSession === host.sessionId) await copy().client.hdel(keyOf(host.meshId), server);
+          return undefined;
+        }
+        case 'hostDisconnected': {
+          const [session] = args as [SessionIdentity];
+          await update(
+            session.meshId,
+            session.sessionId,
+            (entry) => entry.hostNode === options.nodeId,
+            (entry) => ({ ...entry, online: false }),
+          );
+          return undefined;
+        }
+        case 'hostReconnected': {
+          const [session] = args as [SessionIdentity];
+          await update(
+            session.meshId,
+            session.sessionId,
+            () => true,
+            (entry) => ({ ...entry, online: true, hostNode: options.nodeId }),
+          );
+          return undefined;
+        }
+        case 'sessionEnded': {
+          const [meshId, sessionId] = args as [string, string];
+          const gone = (await rows(meshId)).filter((entry) => entry.hostSession === sessionId);
+          if (gone.length > 0) await copy().client.hdel(keyOf(meshId), ...gone.map((entry) => entry.server));
+          return undefined;
+        }
+        default:
+          return undefined;
+      }
+    },
+  };
+}
+
+/** What the mesh's rows use besides `server` (the shared registration's count). */
+function usageOf(mesh: readonly McpServerEntry[], member: string, server: string): McpUsage {
+  const usage: McpUsage = { memberServers: 0, meshServers: 0, memberTools: 0, meshTools: 0 };
+  for (const entry of mesh) {
+    if (entry.server === server) continue;
+    usage.meshServers += 1;
+    usage.meshTools += entry.tools.length;
+    if (entry.host !== member) continue;
+    usage.memberServers += 1;
+    usage.memberTools += entry.tools.length;
+  }
+  return usage;
+}
