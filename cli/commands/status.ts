@@ -1,7 +1,9 @@
 /**
  * `workbench status [--env E] [--json]`: an environment (the local cluster by default) at a glance — phase, each node (health, background work,
  * flags acted on, disagreement with the environment's desired values), ownership (clock leaders, watch
- * owners, schedule occurrences fired in the last hour, the active lease) and audit chain health.
+ * owners, schedule occurrences fired in the last hour, the active lease), audit chain health, the promotion
+ * activity (the promotion lock's holder, a pause, the last analysis: cli/promotion/activity.ts) and shadow
+ * agreement per row over every node's /admin/shadow (cli/cluster/shadow-agreement.ts).
  *
  * The nodes are asked first and on their own (their /health answers 503 `unavailable` while Postgres is
  * down), so a database that does not answer still leaves each node's health on the screen, with a line
@@ -47,8 +49,9 @@ const OPTIONS = {
 
 export const statusCommand = defineCommand({
   synopsis: ['status [--env E] [--json]'],
-  about: `An environment at a glance: phase, each node (health, background work, flags acted on), ownership and
-audit chains; exit 1 if unhealthy (a node down, a chain broken).`,
+  about: `An environment at a glance: phase, each node (health, background work, flags acted on), ownership,
+audit chains, the promotion lock, a paused promotion, the last analysis and shadow agreement per row; exit 1
+if unhealthy (a node down, a chain broken).`,
   options: OPTIONS,
   jsonErrors: true,
   run: runStatusCommand,
