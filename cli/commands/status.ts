@@ -187,7 +187,7 @@ async function readDatabaseState(
 function printPromotion(activity: PromotionActivity): void {
   const { lock, pause, analysis } = activity;
   console.log(
-    `  promotion lock: ${lock ? `held by ${lock.holder} since ${lock.since} (${Math.round(lock.ageMs / 1000)} s${lock.stale ? ', stale: --force-unlock may take it' : ''})` : 'free'}`,
+    `  promotion lock: ${lock ? `held by ${lock.holder} since ${lock.since ?? 'unknown'}${lock.ageMs === null ? '' : ` (${Math.round(lock.ageMs / 1000)} s${lock.stale ? ', stale: --force-unlock may take it' : ''})`}` : 'free'}`,
   );
   if (pause)
     console.log(

@@ -26,8 +26,9 @@ const MAX_VALUES = 8;
 export interface LockView {
   /** The lock connection's application_name: `workbench-promote ACTOR@HOST:PID`. */
   holder: string;
-  since: string;
-  ageMs: number;
+  /** Null when this role may not see the holder's connection start (it lacks pg_read_all_stats). */
+  since: string | null;
+  ageMs: number | null;
   /** Older than PROMOTION_LOCK_STALE_MS: `promote --force-unlock` may end it and take the lock. */
   stale: boolean;
 }
@@ -132,12 +133,14 @@ export async function readPromotionActivity(
       [CLUSTER_CHAIN_ID, environment, ACTIVITY_EVENTS],
     ),
   ]);
+  // backend_start is null to a role that may not read other roles' statistics (pg_read_all_stats).
+  const since = (holder?.since as Date | null | undefined) ?? null;
   const lock: LockView | null = holder
     ? {
         holder: holder.holder,
-        since: holder.since.toISOString(),
-        ageMs: now - holder.since.getTime(),
-        stale: now - holder.since.getTime() >= PROMOTION_LOCK_STALE_MS,
+        since: since?.toISOString() ?? null,
+        ageMs: since ? now - since.getTime() : null,
+        stale: since ? now - since.getTime() >= PROMOTION_LOCK_STALE_MS : false,
       }
     : null;
   return {

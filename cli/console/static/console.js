@@ -283,7 +283,7 @@ function renderPromotion(state) {
     return;
   }
   lock.textContent = activity.lock
-    ? `held by ${activity.lock.holder} since ${when(activity.lock.since)} (${seconds(activity.lock.ageMs)}${activity.lock.stale ? ', stale: --force-unlock may take it' : ''})`
+    ? `held by ${activity.lock.holder}${activity.lock.since === null ? '' : ` since ${when(activity.lock.since)} (${seconds(activity.lock.ageMs)}${activity.lock.stale ? ', stale: --force-unlock may take it' : ''})`}`
     : 'free';
   lock.dataset.held = String(activity.lock !== null);
   const p = activity.pause;
