@@ -204,7 +204,7 @@ function printPromotion(activity: PromotionActivity): void {
     )
     .join(', ');
   console.log(
-    `  last analysis: phase ${analysis.fromPhase} → ${analysis.toPhase} by ${analysis.actor ?? '?'} from ${analysis.startedAt}, ${analysis.outcome}; ${stages}`,
+    `  last analysis: phase ${analysis.fromPhase} → ${analysis.toPhase} by ${analysis.actor ?? '?'} from ${analysis.startedAt}, ${analysis.outcome}${analysis.reason ? ` (${analysis.reason})` : ''}; ${stages}`,
   );
   for (const series of analysis.metrics)
     console.log(

@@ -85,6 +85,8 @@ export interface AnalysisView {
   startedAt: string;
   /** The promotion's outcome (`promoted`, `blocked`, `rolled-back`, …), `paused`, `running` or `unfinished`. */
   outcome: string;
+  /** Why it ended so, as its outcome event says (a failed check, a failed bake, an abort). */
+  reason?: string;
   /** The phase it is in or ended in: the last stage measured. */
   phase: AnalysisStage;
   stages: StageView[];
@@ -236,6 +238,7 @@ export function lastAnalysis(events: EventRow[], lockHeld: boolean): AnalysisVie
         : lockHeld
           ? 'running'
           : 'unfinished',
+    ...(ended && typeof ending.payload.reason === 'string' ? { reason: ending.payload.reason } : {}),
     phase: stagesMeasured.at(-1)!,
     stages,
     metrics,

@@ -94,12 +94,14 @@ describe('lastAnalysis', () => {
       measured('baseline', 'latency', 1, 'successful', [0.01]),
       measured('bake', 'latency', 1, 'failed', [0.3]),
       event('promotion.rolled-back', {
+        reason: 'bake analysis failed: latency: 1 failed',
         analysis: { stage: 'bake', status: 'failed', metric: 'latency', reason: 'latency: 1 failed' },
       }),
       event('promotion.promoted', { from: 0, to: 1 }),
     ];
     const view = lastAnalysis(events, false)!;
     expect(view.outcome).toBe('rolled-back');
+    expect(view.reason).toBe('bake analysis failed: latency: 1 failed');
     expect(view.stages.map((s) => [s.stage, s.verdict, s.metric])).toEqual([
       ['baseline', 'successful', undefined],
       ['bake', 'failed', 'latency'],

@@ -305,7 +305,7 @@ function renderPromotion(state) {
         `${s.stage} ${s.verdict}${s.decided ? ` (${s.decided})` : ''}${s.metric ? ` on ${s.metric}` : ''}`,
     )
     .join(', ');
-  summary.textContent = `phase ${a.fromPhase} → ${a.toPhase} by ${a.actor ?? '?'}, started ${when(a.startedAt)}: ${a.outcome}; ${stages}`;
+  summary.textContent = `phase ${a.fromPhase} → ${a.toPhase} by ${a.actor ?? '?'}, started ${when(a.startedAt)}: ${a.outcome}${a.reason ? ` (${a.reason})` : ''}; ${stages}`;
   summary.dataset.outcome = a.outcome;
   summary.dataset.phase = a.phase;
   const rows = a.metrics.map((series) => {
