@@ -1,7 +1,9 @@
 /**
  * `workbench status [--env E] [--json]`: an environment (the local cluster by default) at a glance — phase, each node (health, background work,
  * flags acted on, disagreement with the environment's desired values), ownership (clock leaders, watch
- * owners, schedule occurrences fired in the last hour, the active lease) and audit chain health.
+ * owners, schedule occurrences fired in the last hour, the active lease), audit chain health, the promotion
+ * activity (the promotion lock's holder, a pause, the last analysis: cli/promotion/activity.ts) and shadow
+ * agreement per row over every node's /admin/shadow (cli/cluster/shadow-agreement.ts).
  *
  * The nodes are asked first and on their own (their /health answers 503 `unavailable` while Postgres is
  * down), so a database that does not answer still leaves each node's health on the screen, with a line
@@ -11,7 +13,9 @@
 import { createPool } from '../../broker/db/pool.js';
 import { defineCommand, type OptionSpec, type Parsed, UsageError } from '../args.js';
 import { readChains, readOwnership } from '../cluster/ownership.js';
+import { readShadowAgreement, type ShadowAgreement, shadowRowText } from '../cluster/shadow-agreement.js';
 import { NODE_TIMEOUT_MS, resolveEnvironment } from '../environments/environment.js';
+import { measurementText, type PromotionActivity, readPromotionActivity } from '../promotion/activity.js';
 import { currentPhase } from '../promotion/promote.js';
 
 interface NodeStatus {
@@ -45,8 +49,9 @@ const OPTIONS = {
 
 export const statusCommand = defineCommand({
   synopsis: ['status [--env E] [--json]'],
-  about: `An environment at a glance: phase, each node (health, background work, flags acted on), ownership and
-audit chains; exit 1 if unhealthy (a node down, a chain broken).`,
+  about: `An environment at a glance: phase, each node (health, background work, flags acted on), ownership,
+audit chains, the promotion lock, a paused promotion, the last analysis and shadow agreement per row; exit 1
+if unhealthy (a node down, a chain broken).`,
   options: OPTIONS,
   jsonErrors: true,
   run: runStatusCommand,
@@ -106,7 +111,10 @@ async function runStatusCommand({ values, positionals }: Parsed<typeof OPTIONS>)
     }),
   );
 
-  const database = await readDatabase(target.databaseUrl, environment);
+  const [database, shadow] = await Promise.all([
+    readDatabase(target.databaseUrl, environment),
+    readShadowAgreement(target.nodes, target.adminToken, NODE_TIMEOUT_MS),
+  ]);
   for (const node of nodes) node.region = database.state?.regions.get(node.id) ?? null;
   const status = {
     phase: database.state?.phase ?? null,
@@ -117,9 +125,15 @@ async function runStatusCommand({ values, positionals }: Parsed<typeof OPTIONS>)
       database.error === undefined ? { reachable: true } : { reachable: false, error: database.error },
     ownership: database.state?.ownership ?? null,
     chains: database.state?.chains ?? null,
+    promotion: database.state?.promotion ?? null,
+    shadow,
   };
   if (values.json) console.log(JSON.stringify(status, null, 2));
-  else printStatus(status, nodes, database);
+  else {
+    printStatus(status, nodes, database);
+    if (database.state) printPromotion(database.state.promotion);
+    printShadow(shadow);
+  }
   const healthy =
     database.state !== undefined &&
     nodes.every((n) => n.health === 'ok') &&
@@ -165,7 +179,43 @@ async function readDatabaseState(
     phase: await currentPhase(pool, environment.name, environment.phase),
     ownership: { clockLeaders, watchOwners, scheduleOccurrencesLastHour, activeLease: activeLease ?? null },
     chains: { intact: chains.intact, broken: chains.broken },
+    promotion: await readPromotionActivity(pool, environment.name),
   };
+}
+
+/** The promotion lock, a pause, and the last analysis (docs/promotion.md § Promotion activity). */
+function printPromotion(activity: PromotionActivity): void {
+  const { lock, pause, analysis } = activity;
+  console.log(
+    `  promotion lock: ${lock ? `held by ${lock.holder} since ${lock.since ?? 'unknown'}${lock.ageMs === null ? '' : ` (${Math.round(lock.ageMs / 1000)} s${lock.stale ? ', stale: --force-unlock may take it' : ''})`}` : 'free'}`,
+  );
+  if (pause)
+    console.log(
+      `  PAUSED: phase ${pause.fromPhase} → ${pause.toPhase} at its ${pause.stage} analysis (${pause.metric}: ${pause.reason}) since ${pause.since}, by ${pause.actor}: promote --resume or --abort`,
+    );
+  if (!analysis) {
+    console.log('  last analysis: none');
+    return;
+  }
+  const stages = analysis.stages
+    .map(
+      (s) =>
+        `${s.stage} ${s.verdict}${s.decided ? ` (${s.decided})` : ''}${s.metric ? ` on ${s.metric}` : ''}`,
+    )
+    .join(', ');
+  console.log(
+    `  last analysis: phase ${analysis.fromPhase} → ${analysis.toPhase} by ${analysis.actor ?? '?'} from ${analysis.startedAt}, ${analysis.outcome}${analysis.reason ? ` (${analysis.reason})` : ''}; ${stages}`,
+  );
+  for (const series of analysis.metrics)
+    console.log(
+      `    ${series.stage} ${series.metric}: ${series.measurements.map((m) => `${m.index}/${m.count} ${measurementText(m)}`).join(', ')}`,
+    );
+}
+
+function printShadow(shadow: ShadowAgreement): void {
+  if (shadow.rows.length === 0) console.log('  shadow: no row shadowed');
+  for (const row of shadow.rows) console.log(`  shadow ${shadowRowText(row)}`);
+  for (const { node, error } of shadow.unanswered) console.log(`  shadow: ${node} did not answer (${error})`);
 }
 
 function printStatus(

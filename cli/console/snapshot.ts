@@ -1,7 +1,9 @@
 /**
  * What the console shows, gathered in one place: every second it asks each node of the local cluster for
  * /health, /flags and /metrics, and Postgres for the phase and ownership (chain integrity every few
- * seconds: it walks whole chains; the timeline of flag changes and promotions every two). Each poll adds
+ * seconds: it walks whole chains; the timeline of flag changes and promotions every two), the promotion's
+ * activity (lock, pause, analysis: cli/promotion/activity.ts) and each node's shadow agreement
+ * (/admin/shadow) every poll. Each poll adds
  * one sample to the rate history the plots draw. The page reads the latest snapshot; one poller serves
  * any number of open pages, so neither the nodes nor Postgres are asked more often when more people look.
  */
@@ -10,6 +12,8 @@ import type { FlagsAccess } from '../../flags/access.js';
 import { FLAGS, type FlagKey } from '../../flags/registry.js';
 import type { ClusterFile } from '../cluster/local.js';
 import { type Chains, type Ownership, readChains, readOwnership } from '../cluster/ownership.js';
+import { readShadowAgreement, type ShadowAgreement } from '../cluster/shadow-agreement.js';
+import { type PromotionActivity, readPromotionActivity } from '../promotion/activity.js';
 import { currentPhase } from '../promotion/promote.js';
 import { clusterSample, RateHistory, type RateHistoryView } from './history.js';
 import { type NodeInterval, type Rates, RateTracker } from './rates.js';
@@ -58,6 +62,10 @@ export interface Snapshot {
   history: RateHistoryView;
   /** Flag changes, promotions and smoke runs of the environment, newest first (the newest TIMELINE_LIMIT). */
   timeline: TimelineEntry[] | null;
+  /** The promotion lock, a pause, the current or last analysis (null: the database did not answer). */
+  promotion: PromotionActivity | null;
+  /** Shadow agreement per row over the live nodes (null: never asked yet). */
+  shadow: ShadowAgreement | null;
   /** Why part of the snapshot is missing (the database did not answer, the flags file is unreadable). */
   errors: string[];
 }
@@ -117,7 +125,7 @@ export class ClusterWatcher {
 
   private async poll(): Promise<void> {
     const errors: string[] = [];
-    const [polled, desired, database, timeline] = await Promise.all([
+    const [polled, desired, database, timeline, promotion, shadow] = await Promise.all([
       Promise.all(this.cluster.nodes.map((node) => this.node(node))),
       this.flags.read().catch((error: Error) => {
         errors.push(`flags file: ${error.message}`);
@@ -131,6 +139,12 @@ export class ClusterWatcher {
         errors.push(`timeline: ${error.message}`);
         return undefined;
       }),
+      readPromotionActivity(this.pool, this.cluster.flagsEnv).catch((error: Error) => {
+        errors.push(`promotion: ${error.message}`);
+        return null;
+      }),
+      // In memory on each node: cheap enough to ask every poll, so a shadow's counts move as they happen.
+      readShadowAgreement(this.cluster.nodes, this.cluster.adminToken, NODE_TIMEOUT_MS),
     ]);
     const nodes = polled.map(({ view }) => view);
     this.history.add(
@@ -167,6 +181,8 @@ export class ClusterWatcher {
       rates,
       history: this.history.view(),
       timeline: timeline ?? this.timeline?.value ?? null,
+      promotion,
+      shadow,
       errors,
     };
   }

@@ -5,7 +5,8 @@
  * - flag changes and promotions: the cluster audit chain (`audit_log`, mesh CLUSTER_CHAIN_ID), events
  *   `flag.changed` (written by recordFlagChange, whoever changed the flag: CLI, console, promotion, or a
  *   node that noticed a hand edit) and `promotion.<status>` (cli/promotion/promote.ts; their payload
- *   carries the reason, which the `promotions` table does not);
+ *   carries the reason, which the `promotions` table does not); not the analysis's measurements (a bake
+ *   is dozens: they would push everything else out; the promotion panel shows them, activity.ts);
  * - smoke runs: `smoke_runs` (every run `workbench promote` made, with its per-check results).
  *
  * Bounded: the newest TIMELINE_LIMIT entries of the environment; the per-check results are counted in
@@ -87,6 +88,7 @@ export async function readTimeline(
        SELECT 'audit' AS source, id, created_at AS at, event_type, actor, payload
          FROM audit_log
         WHERE mesh_id = $1 AND (event_type = 'flag.changed' OR event_type LIKE 'promotion.%')
+          AND event_type <> 'promotion.analysis.measurement'
           AND payload->>'environment' = $2
        UNION ALL
        SELECT 'smoke', id, created_at, 'smoke.run', NULL,

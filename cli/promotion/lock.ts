@@ -29,8 +29,14 @@ export type LockResult =
   | { held: true; release: () => Promise<void>; lost: () => boolean; forced?: LockHolder }
   | { held: false; holder: LockHolder | undefined; reason: string };
 
-/** Who holds environment's lock (pg_locks: a bigint key is classid's 32 bits then objid's). */
-async function lockHolder(client: pg.Client, environment: string): Promise<LockHolder | undefined> {
+/**
+ * Who holds environment's lock (pg_locks: a bigint key is classid's 32 bits then objid's). Any connection
+ * of the environment's database can ask (the console and `status` do, from their pools).
+ */
+export async function lockHolder(
+  client: pg.Client | pg.Pool,
+  environment: string,
+): Promise<LockHolder | undefined> {
   const result = await client.query<LockHolder>(
     `SELECT a.application_name AS holder, a.backend_start AS since, a.pid
        FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid

@@ -232,6 +232,158 @@ function renderTimeline(state) {
   $('timeline').replaceChildren(...rows);
 }
 
+const OUTCOME_COLOR = { successful: '#176f2c', failed: '#b3261e', error: '#b3261e', inconclusive: '#b07d00' };
+const short = (value, max = 60) => {
+  const text = JSON.stringify(value) ?? '–';
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+};
+const seconds = (ms) => (ms < 120_000 ? `${Math.round(ms / 1000)} s` : `${Math.round(ms / 60_000)} min`);
+
+/** A metric's values over its measurements: a line through the ones with a value, a dot each in its outcome's colour. */
+function sparkline(measurements) {
+  const width = 140;
+  const height = 28;
+  const svg = svgEl('svg', { width, height, class: 'spark', role: 'img' });
+  const values = measurements.map((m) => m.value).filter((v) => v !== null);
+  const min = Math.min(...values, 0);
+  const max = Math.max(...values, min + 1e-9);
+  const step = measurements.length > 1 ? (width - 8) / (measurements.length - 1) : 0;
+  const x = (i) => 4 + i * step;
+  const y = (v) => height - 4 - ((v - min) / (max - min)) * (height - 8);
+  const points = measurements
+    .map((m, i) => (m.value === null ? null : `${x(i).toFixed(1)},${y(m.value).toFixed(1)}`))
+    .filter(Boolean);
+  if (points.length > 1)
+    svg.append(
+      svgEl('polyline', { points: points.join(' '), fill: 'none', stroke: '#888', 'stroke-width': 1 }),
+    );
+  measurements.forEach((m, i) => {
+    svg.append(
+      svgEl('circle', {
+        cx: x(i),
+        cy: m.value === null ? height - 4 : y(m.value),
+        r: 2.5,
+        fill: OUTCOME_COLOR[m.outcome] ?? '#888',
+      }),
+    );
+  });
+  svg.append(svgEl('title', {}, measurements.map((m) => `${m.index}/${m.count} ${m.outcome}`).join(', ')));
+  return svg;
+}
+
+function renderPromotion(state) {
+  const activity = state.promotion;
+  const lock = $('promotion-lock');
+  const pause = $('promotion-pause');
+  if (!activity) {
+    lock.textContent = 'unknown: the database did not answer';
+    pause.hidden = true;
+    $('analysis-summary').textContent = '';
+    $('analysis').replaceChildren();
+    return;
+  }
+  lock.textContent = activity.lock
+    ? `held by ${activity.lock.holder}${activity.lock.since === null ? '' : ` since ${when(activity.lock.since)} (${seconds(activity.lock.ageMs)}${activity.lock.stale ? ', stale: --force-unlock may take it' : ''})`}`
+    : 'free';
+  lock.dataset.held = String(activity.lock !== null);
+  const p = activity.pause;
+  pause.hidden = p === null;
+  pause.textContent = p
+    ? `PAUSED: phase ${p.fromPhase} → ${p.toPhase} at its ${p.stage} analysis (${p.metric}: ${p.reason}) since ${when(p.since)}, by ${p.actor}; a human decides: promote --resume or --abort`
+    : '';
+  const a = activity.analysis;
+  const summary = $('analysis-summary');
+  if (!a) {
+    summary.textContent = 'no promotion of this environment has run an analysis';
+    delete summary.dataset.outcome;
+    $('analysis').replaceChildren();
+    return;
+  }
+  const stages = a.stages
+    .map(
+      (s) =>
+        `${s.stage} ${s.verdict}${s.decided ? ` (${s.decided})` : ''}${s.metric ? ` on ${s.metric}` : ''}`,
+    )
+    .join(', ');
+  summary.textContent = `phase ${a.fromPhase} → ${a.toPhase} by ${a.actor ?? '?'}, started ${when(a.startedAt)}: ${a.outcome}${a.reason ? ` (${a.reason})` : ''}; ${stages}`;
+  summary.dataset.outcome = a.outcome;
+  summary.dataset.phase = a.phase;
+  const rows = a.metrics.map((series) => {
+    const row = el('tr', undefined, { 'data-stage': series.stage, 'data-metric': series.metric });
+    const cells = el('td');
+    for (const m of series.measurements) {
+      const text = m.value === null ? m.outcome : `${Number(m.value.toPrecision(3))}`;
+      cells.append(
+        el('span', text, {
+          class: `measurement ${m.outcome}`,
+          'data-outcome': m.outcome,
+          title: `${m.index}/${m.count} ${m.outcome} at ${m.at}: ${m.detail}`,
+        }),
+      );
+    }
+    const spark = el('td');
+    spark.append(sparkline(series.measurements));
+    row.append(el('td', series.stage), el('td', series.metric), spark, cells);
+    return row;
+  });
+  $('analysis').replaceChildren(...rows);
+}
+
+function renderShadow(state) {
+  const shadow = state.shadow;
+  const rows = shadow?.rows ?? [];
+  const ratio = (r) => (r === null ? 'no comparisons' : `${(r * 100).toFixed(1)} %`);
+  $('shadow').replaceChildren(
+    ...(rows.length === 0
+      ? [
+          (() => {
+            const row = el('tr');
+            row.append(el('td', 'no row is shadowed', { colspan: '7', class: 'hint' }));
+            return row;
+          })(),
+        ]
+      : rows.map((r) => {
+          const row = el('tr', undefined, { 'data-flag': r.flag });
+          if (r.disagree + r.error > 0) row.classList.add('trouble');
+          row.append(
+            el('td', r.flag),
+            el('td', String(r.agree), { class: 'num', 'data-count': 'agree' }),
+            el('td', String(r.disagree), { class: 'num', 'data-count': 'disagree' }),
+            el('td', String(r.error), { class: 'num', 'data-count': 'error' }),
+            el('td', String(r.skipped), { class: 'num', 'data-count': 'skipped' }),
+            el('td', ratio(r.agreementRatio), { class: 'num', 'data-count': 'ratio' }),
+            el('td', r.runningOn.join(', ') || 'stopped'),
+          );
+          return row;
+        })),
+    ...(shadow?.unanswered ?? []).map(({ node, error }) => {
+      const row = el('tr');
+      row.append(el('td', `${node} did not answer (${error})`, { colspan: '7', class: 'errors' }));
+      return row;
+    }),
+  );
+  const mismatches = rows
+    .flatMap((r) => r.mismatches.map((m) => ({ ...m, flag: r.flag })))
+    .sort((x, y) => y.at.localeCompare(x.at))
+    .slice(0, 20);
+  $('shadow-mismatches').replaceChildren(
+    ...mismatches.map((m) => {
+      const row = el('tr', undefined, { 'data-flag': m.flag, 'data-outcome': m.outcome });
+      row.append(
+        el('td', when(m.at), { title: m.at }),
+        el('td', m.node),
+        el('td', m.flag),
+        el('td', m.subject),
+        el('td', m.outcome === 'error' ? `error: ${m.error}` : short(m.local), {
+          title: JSON.stringify(m.local) ?? '',
+        }),
+        el('td', m.outcome === 'error' ? '–' : short(m.shared), { title: JSON.stringify(m.shared) ?? '' }),
+      );
+      return row;
+    }),
+  );
+}
+
 function renderOwnership(state) {
   const list = (rows) =>
     rows.length === 0 ? 'none' : rows.map((r) => `${r.node ?? 'unowned'} ${r.n}`).join(', ');
@@ -269,6 +421,8 @@ function render(state) {
   renderFlags(state);
   renderTimeline(state);
   renderOwnership(state);
+  renderPromotion(state);
+  renderShadow(state);
 }
 
 async function poll() {
