@@ -29,6 +29,11 @@ export const SLOW_TEST_FILES: string[] = [
   // A real unleash-server (its start alone takes most of a minute) and a node's backoff: 119 s and 104 s.
   'tests/process/unleash-auth.test.ts',
   'tests/process/unleash.test.ts',
+  // `workbench flags set KEY shadow` against a real unleash-server (its start is most of the minute).
+  'tests/process/unleash-flags-shadow.test.ts',
+  // The console's promotion and shadow panels in Chromium, over a real phase-1 cluster and a real
+  // Prometheus, with a real `promote --analysis` paused and aborted: 36-51 s.
+  'tests/cluster/console-promotion.test.ts',
   // `workbench fuzz` beside paced live traffic (the send quota sets the pace), memory sampled: 108 s.
   'tests/process/fuzz.test.ts',
   // docker-compose (Python, about a second of CPU a run) run 75 times over every phase's files: 104 s.

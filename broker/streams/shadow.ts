@@ -44,6 +44,32 @@ export interface StreamsShadowOptions {
 
 const keyOf = (meshId: string, sessionId: string) => `streams:${meshId}:${sessionId}`;
 
+/**
+ * The copy as a flip to shared would write it: the sets of the sessions connected here become what the
+ * local registry holds for them (the rows of SharedStreams.activate), and `registry` holds the same.
+ */
+async function writeStartingCopy(
+  redis: ShadowRedis,
+  options: StreamsShadowOptions,
+  registry: LocalStreams,
+): Promise<void> {
+  const held = new Map<string, { meshId: string; sessionId: string; streams: string[] }>();
+  for (const { meshId, sessionId } of options.sessionsHere())
+    held.set(keyOf(meshId, sessionId), { meshId, sessionId, streams: [] });
+  for (const { meshId, stream, sessionId } of options.local.all()) {
+    registry.add(meshId, stream, sessionId);
+    const key = keyOf(meshId, sessionId);
+    const entry = held.get(key) ?? { meshId, sessionId, streams: [] };
+    entry.streams.push(stream);
+    held.set(key, entry);
+  }
+  for (const [key, { streams }] of held) {
+    const write = redis.client.multi().del(key);
+    if (streams.length > 0) write.sadd(key, ...streams).expire(key, COPY_TTL_S);
+    await write.exec();
+  }
+}
+
 export function streamsShadow(options: StreamsShadowOptions): RowShadow {
   let redis: ShadowRedis | undefined;
   // What the shared implementation's registry would hold here; it delivers nothing (no sink).
@@ -61,28 +87,11 @@ export function streamsShadow(options: StreamsShadowOptions): RowShadow {
       const [session, stream] = args as [SessionIdentity, string];
       return reached(options.local, session, stream);
     },
-    /**
-     * The copy starts as a flip to shared would write it: the sets of the sessions connected here become
-     * what the local registry holds for them (the rows of SharedStreams.activate).
-     */
+    /** The copy starts as a flip to shared would write it (writeStartingCopy). */
     async start() {
       redis = await openShadowRedis(options.redis);
       registry = new LocalStreams(() => {}, options.maxPerSession);
-      const held = new Map<string, { meshId: string; sessionId: string; streams: string[] }>();
-      for (const { meshId, sessionId } of options.sessionsHere())
-        held.set(keyOf(meshId, sessionId), { meshId, sessionId, streams: [] });
-      for (const { meshId, stream, sessionId } of options.local.all()) {
-        registry.add(meshId, stream, sessionId);
-        const key = keyOf(meshId, sessionId);
-        const entry = held.get(key) ?? { meshId, sessionId, streams: [] };
-        entry.streams.push(stream);
-        held.set(key, entry);
-      }
-      for (const [key, { streams }] of held) {
-        const write = redis.client.multi().del(key);
-        if (streams.length > 0) write.sadd(key, ...streams).expire(key, COPY_TTL_S);
-        await write.exec();
-      }
+      await writeStartingCopy(redis, options, registry);
     },
     async stop() {
       await redis?.close();
