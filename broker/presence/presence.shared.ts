@@ -56,7 +56,9 @@ const TAKEOVERS_PER_STATEMENT = 256;
  * its own transaction did). The upsert's WHERE is the member check again, under the row lock: two members
  * racing for one session id cannot both have it (no row is returned for the loser). Rows are locked and
  * written in session id order, so two nodes' statements over the same sessions take their locks in one
- * order (no deadlock between them).
+ * order (no deadlock between them). The rows to lock are named by an array (`= ANY`), not a join with the
+ * batch: a row another transaction is updating is then re-checked, once its lock is granted, on its own
+ * newest version (READ COMMITTED's recheck), as the single-session `WHERE session_id = $1` was.
  */
 async function takeOver(pool: Pool, nodeId: string, sessions: SessionIdentity[]): Promise<Takeover[]> {
   const result = await pool.query<Takeover & { i: number }>(
@@ -65,7 +67,7 @@ async function takeOver(pool: Pool, nodeId: string, sessions: SessionIdentity[])
          AS s (i int, session_id uuid, mesh_id uuid, member_id bigint, name text, groups text[])),
      previous AS (
        SELECT session_id, node_id, disconnected_at FROM presence
-        WHERE session_id IN (SELECT session_id FROM s) ORDER BY session_id FOR UPDATE),
+        WHERE session_id = ANY($3::uuid[]) ORDER BY session_id FOR UPDATE),
      taken AS (
        INSERT INTO presence (session_id, mesh_id, member_id, node_id, name, groups)
        SELECT s.session_id, s.mesh_id, s.member_id, $2::text, s.name, s.groups
@@ -90,6 +92,7 @@ async function takeOver(pool: Pool, nodeId: string, sessions: SessionIdentity[])
         })),
       ),
       nodeId,
+      sessions.map((identity) => identity.sessionId),
     ],
   );
   const takeovers = sessions.map<Takeover>(() => ({
