@@ -3,7 +3,7 @@ import type { Pool } from '../db/pool.js';
 import type { MemberBinding } from '../hello/admission.js';
 import type { Logger } from '../log.js';
 import type { NonceGuard } from './nonces.js';
-import type { Presence, PresenceEntry, PresenceEvents } from './presence.js';
+import type { AttachOutcome, Presence, PresenceEntry, PresenceEvents } from './presence.js';
 import type { SessionBindings } from './session-bindings.js';
 
 interface LocalSession {
@@ -96,22 +96,22 @@ export class LocalPresence implements Presence {
     return this.options.nonces.claim(nonce);
   }
 
-  async attach(identity: SessionIdentity): Promise<{ reattached: boolean }> {
+  async attach(identity: SessionIdentity): Promise<AttachOutcome> {
     const known = this.sessions.get(identity.sessionId);
     const reattached = known !== undefined;
-    if (known?.graceTimer) clearTimeout(known.graceTimer);
-    const session: LocalSession = {
-      identity,
-      connectedAt: known?.connectedAt ?? new Date(),
-      status: known?.status ?? null,
-    };
-    this.sessions.set(identity.sessionId, session);
-    await this.options.pool.query(
-      `INSERT INTO presence (session_id, mesh_id, member_id, node_id, name, groups, connected_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7)
-       ON CONFLICT (session_id) DO UPDATE
-         SET node_id = excluded.node_id, name = excluded.name, groups = excluded.groups, disconnected_at = NULL
-         WHERE presence.member_id = excluded.member_id`,
+    const connectedAt = known?.connectedAt ?? new Date();
+    // The member's revocation read again in the same statement (no extra round trip): the row is written
+    // only for a member not revoked as of now, after the socket was registered.
+    const result = await this.options.pool.query<{ revoked: boolean }>(
+      `WITH member AS (SELECT revoked_at IS NOT NULL AS revoked FROM members WHERE id = $3::bigint),
+       upsert AS (
+         INSERT INTO presence (session_id, mesh_id, member_id, node_id, name, groups, connected_at)
+         SELECT $1::uuid, $2::uuid, $3::bigint, $4::text, $5::text, $6::text[], $7::timestamptz
+           FROM member WHERE NOT member.revoked
+         ON CONFLICT (session_id) DO UPDATE
+           SET node_id = excluded.node_id, name = excluded.name, groups = excluded.groups, disconnected_at = NULL
+           WHERE presence.member_id = excluded.member_id)
+       SELECT coalesce((SELECT revoked FROM member), true) AS revoked`,
       [
         identity.sessionId,
         identity.meshId,
@@ -119,9 +119,13 @@ export class LocalPresence implements Presence {
         this.options.nodeId,
         identity.name,
         identity.groups,
-        session.connectedAt,
+        connectedAt,
       ],
     );
+    if (result.rows[0]!.revoked) return { reattached, revoked: true };
+    if (known?.graceTimer) clearTimeout(known.graceTimer);
+    const session: LocalSession = { identity, connectedAt, status: known?.status ?? null };
+    this.sessions.set(identity.sessionId, session);
     if (!reattached) {
       this.options.events(identity.meshId, {
         type: 'peer.joined',

@@ -7,7 +7,7 @@ import type { Logger } from '../log.js';
 import { type ListReads, primaryReads } from '../regions/regions.js';
 import { PeriodicTask } from '../timing/periodic.js';
 import type { NonceGuard } from './nonces.js';
-import type { Presence, PresenceEntry, PresenceEvents, PresenceFrame } from './presence.js';
+import type { AttachOutcome, Presence, PresenceEntry, PresenceEvents, PresenceFrame } from './presence.js';
 import type { SessionBindings } from './session-bindings.js';
 
 export interface SharedPresenceOptions {
@@ -117,7 +117,7 @@ export class SharedPresence implements Presence {
     return this.options.nonces.claim(nonce);
   }
 
-  async attach(identity: SessionIdentity): Promise<{ reattached: boolean }> {
+  async attach(identity: SessionIdentity): Promise<AttachOutcome> {
     const { pool, nodeId } = this.options;
     clearTimeout(this.graceTimers.get(identity.sessionId));
     this.graceTimers.delete(identity.sessionId);
@@ -126,27 +126,33 @@ export class SharedPresence implements Presence {
     // the same session at once (a takeover that waited reads the winner's row, as a SELECT … FOR UPDATE in
     // its own transaction did). The upsert's WHERE is the member check again, under the row lock: two members
     // racing for one session id cannot both have it (no row is returned then).
+    // The member's revocation is read again in the same statement (the admission's re-check, after the
+    // socket was registered): nothing is taken for a member revoked as of now.
     const result = await pool.query<{
+      revoked: boolean;
       taken: boolean;
       previousNode: string | null;
       previousDisconnected: Date | null;
     }>(
       `WITH previous AS (
          SELECT node_id, disconnected_at FROM presence WHERE session_id = $1 FOR UPDATE),
+       member AS (SELECT revoked_at IS NOT NULL AS revoked FROM members WHERE id = $3::bigint),
        taken AS (
          INSERT INTO presence (session_id, mesh_id, member_id, node_id, name, groups)
          SELECT $1::uuid, $2::uuid, $3::bigint, $4::text, $5::text, $6::text[]
-           FROM (SELECT count(*) FROM previous) AS locked_first
+           FROM (SELECT count(*) FROM previous) AS locked_first, member WHERE NOT member.revoked
          ON CONFLICT (session_id) DO UPDATE
            SET node_id = excluded.node_id, name = excluded.name, groups = excluded.groups, disconnected_at = NULL
            WHERE presence.member_id = excluded.member_id
          RETURNING 1)
-       SELECT EXISTS (SELECT 1 FROM taken) AS taken,
+       SELECT coalesce((SELECT revoked FROM member), true) AS revoked,
+              EXISTS (SELECT 1 FROM taken) AS taken,
               (SELECT node_id FROM previous) AS "previousNode",
               (SELECT disconnected_at FROM previous) AS "previousDisconnected"`,
       [identity.sessionId, identity.meshId, identity.memberId, nodeId, identity.name, identity.groups],
     );
-    const { taken, previousNode, previousDisconnected } = result.rows[0]!;
+    const { revoked, taken, previousNode, previousDisconnected } = result.rows[0]!;
+    if (revoked) return { reattached: previousNode !== null, revoked: true };
     if (!taken) throw new HelloRejected(CloseCode.helloRejected, 'session belongs to another member');
     if (previousNode !== null && previousNode !== nodeId && previousDisconnected === null) {
       // Still connected over there: the newer connection wins, on any node.
