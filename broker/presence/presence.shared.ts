@@ -8,7 +8,7 @@ import type { Logger } from '../log.js';
 import { type ListReads, primaryReads } from '../regions/regions.js';
 import { PeriodicTask } from '../timing/periodic.js';
 import type { NonceGuard } from './nonces.js';
-import type { Presence, PresenceEntry, PresenceEvents, PresenceFrame } from './presence.js';
+import type { AttachOutcome, Presence, PresenceEntry, PresenceEvents, PresenceFrame } from './presence.js';
 import type { SessionBindings } from './session-bindings.js';
 
 export interface SharedPresenceOptions {
@@ -40,6 +40,8 @@ interface Row {
 
 /** A session's presence row taken over: whether it was (another member's is not), and what it was before. */
 interface Takeover {
+  /** The member is revoked (or gone) as of this statement: nothing was taken (the admission's re-check). */
+  revoked: boolean;
   taken: boolean;
   previousNode: string | null;
   previousDisconnected: Date | null;
@@ -59,12 +61,17 @@ const TAKEOVERS_PER_STATEMENT = 256;
  * order (no deadlock between them). The rows to lock are named by an array (`= ANY`), not a join with the
  * batch: a row another transaction is updating is then re-checked, once its lock is granted, on its own
  * newest version (READ COMMITTED's recheck), as the single-session `WHERE session_id = $1` was.
+ * Each member's revocation is read again in the same statement (the admission's re-check, after the socket
+ * was registered): nothing is taken for a member revoked as of now.
  */
 async function takeOver(pool: Pool, nodeId: string, sessions: SessionIdentity[]): Promise<Takeover[]> {
   const result = await pool.query<Takeover & { i: number }>(
     `WITH s AS (
        SELECT * FROM jsonb_to_recordset($1::jsonb)
          AS s (i int, session_id uuid, mesh_id uuid, member_id bigint, name text, groups text[])),
+     revoked AS (
+       SELECT s.member_id AS id FROM s
+        WHERE NOT EXISTS (SELECT 1 FROM members m WHERE m.id = s.member_id AND m.revoked_at IS NULL)),
      previous AS (
        SELECT session_id, node_id, disconnected_at FROM presence
         WHERE session_id = ANY($3::uuid[]) ORDER BY session_id FOR UPDATE),
@@ -72,12 +79,14 @@ async function takeOver(pool: Pool, nodeId: string, sessions: SessionIdentity[])
        INSERT INTO presence (session_id, mesh_id, member_id, node_id, name, groups)
        SELECT s.session_id, s.mesh_id, s.member_id, $2::text, s.name, s.groups
          FROM s, (SELECT count(*) FROM previous) AS locked_first
+        WHERE s.member_id NOT IN (SELECT id FROM revoked)
         ORDER BY s.session_id
        ON CONFLICT (session_id) DO UPDATE
          SET node_id = excluded.node_id, name = excluded.name, groups = excluded.groups, disconnected_at = NULL
          WHERE presence.member_id = excluded.member_id
        RETURNING session_id)
-     SELECT s.i, EXISTS (SELECT 1 FROM taken t WHERE t.session_id = s.session_id) AS taken,
+     SELECT s.i, s.member_id IN (SELECT id FROM revoked) AS revoked,
+            EXISTS (SELECT 1 FROM taken t WHERE t.session_id = s.session_id) AS taken,
             p.node_id AS "previousNode", p.disconnected_at AS "previousDisconnected"
        FROM s LEFT JOIN previous p ON p.session_id = s.session_id`,
     [
@@ -96,6 +105,7 @@ async function takeOver(pool: Pool, nodeId: string, sessions: SessionIdentity[])
     ],
   );
   const takeovers = sessions.map<Takeover>(() => ({
+    revoked: false,
     taken: false,
     previousNode: null,
     previousDisconnected: null,
@@ -196,11 +206,12 @@ export class SharedPresence implements Presence {
     return this.options.nonces.claim(nonce);
   }
 
-  async attach(identity: SessionIdentity): Promise<{ reattached: boolean }> {
+  async attach(identity: SessionIdentity): Promise<AttachOutcome> {
     const { nodeId } = this.options;
     clearTimeout(this.graceTimers.get(identity.sessionId));
     this.graceTimers.delete(identity.sessionId);
-    const { taken, previousNode, previousDisconnected } = await this.takeovers.submit(identity);
+    const { revoked, taken, previousNode, previousDisconnected } = await this.takeovers.submit(identity);
+    if (revoked) return { reattached: previousNode !== null, revoked: true };
     if (!taken) throw new HelloRejected(CloseCode.helloRejected, 'session belongs to another member');
     if (previousNode !== null && previousNode !== nodeId && previousDisconnected === null) {
       // Still connected over there: the newer connection wins, on any node.

@@ -226,7 +226,10 @@ describe('flags over three node processes (file provider)', () => {
 
   it.each([
     [['flags', 'set', 'ha.audti', 'on', '--env', ENV], 'unknown flag "ha.audti"; known flags: ha.presence'],
-    [['flags', 'set', 'ha.audit', 'maybe', '--env', ENV], 'flag value must be "on", "off" or "shadow", got "maybe"'],
+    [
+      ['flags', 'set', 'ha.audit', 'maybe', '--env', ENV],
+      'flag value must be "on", "off" or "shadow", got "maybe"',
+    ],
     [['flags', 'set', 'ha.audit', 'on'], 'flags set needs --env E'],
     [['flags', 'list', '--env', ENV, '--provider', 'etcd'], '--provider must be "file" or "unleash"'],
     [['flags', 'toggle', 'ha.audit', '--env', ENV], 'unknown flags action "toggle"'],
