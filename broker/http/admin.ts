@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { hex, parseWith, storableText, uuid } from '../../protocol/parse.js';
 import type { Pool } from '../db/pool.js';
 import type { Directory, Member } from '../identity/directory.js';
-import type { SessionsClosed } from '../node/revocations.js';
+import type { SessionsClosed } from '../identity/revocation-watch.js';
 import type { ShadowReport } from '../shadow/runner.js';
 
 export interface AdminOptions {

@@ -54,3 +54,11 @@ export class RevocationWatch {
     return ended;
   }
 }
+
+/** What an admin revocation closed: sessions per node that closed any, and the nodes that did not answer. */
+export interface SessionsClosed {
+  total: number;
+  nodes: Array<{ node: string; sessions: number }>;
+  /** Nodes that held a session of the member (presence) and did not answer within the report's wait. */
+  unconfirmed: string[];
+}

@@ -12,20 +12,14 @@
 import type { Bus } from '../bus/bus.js';
 import type { Pool } from '../db/pool.js';
 import type { Directory, Member } from '../identity/directory.js';
-import { RevocationWatch } from '../identity/revocation-watch.js';
+import { RevocationWatch, type SessionsClosed } from '../identity/revocation-watch.js';
 import type { Logger } from '../log.js';
 import { PeriodicTask } from '../timing/periodic.js';
 
 /** How long the admin call waits for the other nodes' answers. */
 export const REPORT_WAIT_MS = 1000;
 
-/** What an admin revocation closed: sessions per node that closed any, and the nodes that did not answer. */
-export interface SessionsClosed {
-  total: number;
-  nodes: Array<{ node: string; sessions: number }>;
-  /** Nodes that held a session of the member (presence) and did not answer within REPORT_WAIT_MS. */
-  unconfirmed: string[];
-}
+export type { SessionsClosed };
 
 export interface RevocationsOptions {
   nodeId: string;
@@ -42,9 +36,13 @@ export interface RevocationsOptions {
 export interface Revocations {
   /** The admin call's part: end the member's sessions everywhere, and say what was closed where. */
   revokeEverywhere(member: Member): Promise<SessionsClosed>;
-  start(): void;
+  /** Starts the periodic re-read (a node step: broker/app.ts). */
+  start(): Promise<void>;
   stop(): Promise<void>;
 }
+
+/** Admin calls of this node waiting for the other nodes' answers, by member id. */
+type Waiting = Map<number, Set<(node: string, closed: number) => void>>;
 
 /** The nodes other than `self` with a connected session of the member, as presence says. */
 async function holdingNodes(pool: Pool, memberId: number, self: string): Promise<Set<string>> {
@@ -56,10 +54,54 @@ async function holdingNodes(pool: Pool, memberId: number, self: string): Promise
   return new Set(result.rows.map((row) => row.node));
 }
 
+/**
+ * The admin call's part: ends the member's sessions here, tells the mesh's nodes, and waits (at most
+ * REPORT_WAIT_MS) for the nodes presence shows holding one to answer with their count.
+ */
+async function revokeEverywhere(
+  options: RevocationsOptions,
+  waiting: Waiting,
+  member: Member,
+): Promise<SessionsClosed> {
+  const { nodeId, bus } = options;
+  const expected = await holdingNodes(options.pool, member.id, nodeId);
+  const counts = new Map<string, number>([[nodeId, await options.endMemberSessions(member.id)]]);
+  let allHeard = () => {};
+  const heard = new Promise<void>((resolve) => {
+    allHeard = resolve;
+  });
+  const hear = (node: string, closed: number) => {
+    counts.set(node, (counts.get(node) ?? 0) + closed);
+    expected.delete(node);
+    if (expected.size === 0) allHeard();
+  };
+  const listeners = waiting.get(member.id) ?? new Set();
+  waiting.set(member.id, listeners.add(hear));
+  try {
+    await bus.publishToMesh(member.meshId, 'member.revoked', { memberId: member.id, reportTo: nodeId });
+    if (expected.size > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([heard, new Promise((resolve) => (timer = setTimeout(resolve, REPORT_WAIT_MS)))]);
+      clearTimeout(timer);
+    }
+  } finally {
+    listeners.delete(hear);
+    if (listeners.size === 0) waiting.delete(member.id);
+  }
+  const nodes = [...counts]
+    .filter(([, sessions]) => sessions > 0)
+    .map(([node, sessions]) => ({ node, sessions }))
+    .sort((a, b) => a.node.localeCompare(b.node));
+  return {
+    total: nodes.reduce((sum, n) => sum + n.sessions, 0),
+    nodes,
+    unconfirmed: [...expected].sort(),
+  };
+}
+
 export function createRevocations(options: RevocationsOptions): Revocations {
   const { nodeId, bus, directory, log } = options;
-  /** Admin calls of this node waiting for answers, by member id. */
-  const waiting = new Map<number, Set<(node: string, closed: number) => void>>();
+  const waiting: Waiting = new Map();
 
   bus.on('member.revoked.closed', (scope, { memberId, node, closed }) => {
     if (scope !== nodeId) return;
@@ -99,45 +141,9 @@ export function createRevocations(options: RevocationsOptions): Revocations {
   // Whatever was published while the subscriber was away is lost: read revocations now.
   bus.onReconnect(() => void task.runNow());
 
-  const revokeEverywhere = async (member: Member): Promise<SessionsClosed> => {
-    const expected = await holdingNodes(options.pool, member.id, nodeId);
-    const counts = new Map<string, number>([[nodeId, await options.endMemberSessions(member.id)]]);
-    let allHeard = () => {};
-    const heard = new Promise<void>((resolve) => {
-      allHeard = resolve;
-    });
-    const hear = (node: string, closed: number) => {
-      counts.set(node, (counts.get(node) ?? 0) + closed);
-      expected.delete(node);
-      if (expected.size === 0) allHeard();
-    };
-    const listeners = waiting.get(member.id) ?? new Set();
-    waiting.set(member.id, listeners.add(hear));
-    try {
-      await bus.publishToMesh(member.meshId, 'member.revoked', { memberId: member.id, reportTo: nodeId });
-      if (expected.size > 0) {
-        let timer: NodeJS.Timeout | undefined;
-        await Promise.race([heard, new Promise((resolve) => (timer = setTimeout(resolve, REPORT_WAIT_MS)))]);
-        clearTimeout(timer);
-      }
-    } finally {
-      listeners.delete(hear);
-      if (listeners.size === 0) waiting.delete(member.id);
-    }
-    const nodes = [...counts]
-      .filter(([, sessions]) => sessions > 0)
-      .map(([node, sessions]) => ({ node, sessions }))
-      .sort((a, b) => a.node.localeCompare(b.node));
-    return {
-      total: nodes.reduce((sum, n) => sum + n.sessions, 0),
-      nodes,
-      unconfirmed: [...expected].sort(),
-    };
-  };
-
   return {
-    revokeEverywhere,
-    start: () => task.start(),
+    revokeEverywhere: (member) => revokeEverywhere(options, waiting, member),
+    start: async () => task.start(),
     stop: () => task.stop(),
   };
 }

@@ -39,7 +39,7 @@ describe('workbench help and version', () => {
     [['help', 'status'], 'usage: workbench status', ['--env E']],
     [
       ['flags', 'set', '--help'],
-      'workbench flags set KEY on|off --env E',
+      'workbench flags set KEY on|off|shadow --env E',
       ['--actor NAME', '--unleash-url URL'],
     ],
     [['up', '--help'], 'usage: workbench up', ['--env E', '--flags-phase N', '--lb haproxy|traefik']],
