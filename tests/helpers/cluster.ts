@@ -8,7 +8,7 @@ import { renderFlagsDocument } from '../../flags/document.js';
 import { defaultFlagValues, FLAG_KEYS, type FlagKey, phasePreset } from '../../flags/registry.js';
 import type { NodeProcess } from './cli.js';
 import type { TestMesh } from './mesh.js';
-import { ADMIN_TOKEN, startNode } from './nodes.js';
+import { ADMIN_TOKEN, nodeRead, startNode } from './nodes.js';
 import { waitFor } from './wait.js';
 
 /** Shared with `workbench chaos` (cli/cluster/fast-timings.ts). */
@@ -86,7 +86,7 @@ export class TestCluster {
   async waitActing(nodeId: string, expected: Partial<Record<FlagKey, boolean>>): Promise<void> {
     await waitFor(
       async () => {
-        const report = (await (await fetch(`${this.node(nodeId).url}/flags`)).json()) as {
+        const report = (await (await nodeRead(`${this.node(nodeId).url}/flags`)).json()) as {
           flags: Record<string, { acting: boolean }>;
         };
         return Object.entries(expected).every(([flag, on]) => report.flags[flag]?.acting === on);
