@@ -113,6 +113,12 @@ async function assembleNode(
     { name: 'rows', start: () => flags.start(), stop: () => reconciler.close() },
     { name: 'flag source', stop: () => flags.close() },
     { name: 'row work', start: async () => rows.set.startNodeWork(), stop: () => rows.set.stopNodeWork() },
+    // Each node's re-read of revocations it may have missed (node/revocations.ts).
+    {
+      name: 'revocation watch',
+      start: async () => sessions.revocations.start(),
+      stop: () => sessions.revocations.stop(),
+    },
     { name: 'flag pushes', start: () => subscribeFlagPushes(pubsub, config, flags, log) },
     {
       name: 'http',

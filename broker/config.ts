@@ -84,6 +84,8 @@ export interface BrokerConfig {
   helloSkewMs: number;
   /** How long a disconnected session keeps its presence before `peer.left`. */
   presenceGraceMs: number;
+  /** How often a node re-reads revocations from Postgres (broker/identity/revocation-watch.ts). */
+  revocationRecheckMs: number;
   /** Heartbeat interval announced in `welcome`; also the node heartbeat period. */
   heartbeatMs: number;
   /** How long SIGTERM waits for in-flight work before the process exits anyway. */
@@ -451,6 +453,7 @@ export function loadConfig(given: Env = process.env): BrokerConfig {
     maxBodyBytes: int(env, 'MAX_BODY_BYTES', Math.min(32 * 1024, maxFrameBytes), 1, maxFrameBytes),
     helloSkewMs: int(env, 'HELLO_SKEW_MS', 60_000, 1000, 600_000),
     presenceGraceMs: int(env, 'PRESENCE_GRACE_MS', 30_000, 0, 3_600_000),
+    revocationRecheckMs: int(env, 'REVOCATION_RECHECK_MS', 500, 50, 60_000),
     heartbeatMs,
     drainTimeoutMs: int(env, 'DRAIN_TIMEOUT_MS', 8_000, 0, 60_000),
     drainClosePerSec: int(env, 'DRAIN_CLOSE_PER_SEC', 500, 0, 1_000_000),

@@ -76,12 +76,17 @@ export class SessionFleet {
     client.on('peer.left', (left) =>
       this.peerLeft.set(left.sessionId, (this.peerLeft.get(left.sessionId) ?? 0) + 1),
     );
+    let welcomed = false;
     client.on('disconnected', () => {
-      if (!this.lostAt.has(index)) this.lostAt.set(index, performance.now());
+      // A session is lost only once it was welcomed: a first attempt that failed before its welcome (a
+      // hello timed out on a loaded machine) is still the session's first connect, not a resume.
+      if (welcomed && !this.lostAt.has(index)) this.lostAt.set(index, performance.now());
     });
     client.on('welcome', (welcome) => {
+      const first = !welcomed;
+      welcomed = true;
       const lostAt = this.lostAt.get(index);
-      if (lostAt === undefined) return; // the first welcome
+      if (first || lostAt === undefined) return;
       this.lostAt.delete(index);
       this.reconnects.push({
         session: index,

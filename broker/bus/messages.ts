@@ -36,8 +36,13 @@ export interface BusPayloads {
   'presence.kick': { sessionId: string };
   /** Mesh: a tick of the mesh clock for the receiving node's sockets. */
   'clock.tick': ClockTick;
-  /** Mesh: a member was revoked; the receiving node closes its sessions. */
-  'member.revoked': { memberId: number };
+  /**
+   * Mesh: a member was revoked; the receiving node closes its sessions and, with `reportTo` (the node
+   * whose admin API revoked it), answers there with `member.revoked.closed`.
+   */
+  'member.revoked': { memberId: number; reportTo?: string };
+  /** Node: how many sessions of the revoked member the sending node closed (the admin's report). */
+  'member.revoked.closed': { memberId: number; node: string; closed: number };
   /** Mesh: a stream publish for the receiving node's subscribers (publishedAt: fan-out latency). */
   'stream.data': StreamData & { publishedAt: number };
   /** Node: an MCP call for a host session on the receiving node. */

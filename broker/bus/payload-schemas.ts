@@ -14,7 +14,13 @@ export type ChannelType = 'mesh' | 'node';
 /** The kinds each channel type carries; any other kind on it is refused as `kind_not_allowed`. */
 export const KINDS_BY_CHANNEL: Record<ChannelType, ReadonlySet<BusKind>> = {
   mesh: new Set<BusKind>(['delivery.wake', 'presence.event', 'clock.tick', 'member.revoked', 'stream.data']),
-  node: new Set<BusKind>(['delivery.wake', 'presence.kick', 'mcp.invoke', 'mcp.result']),
+  node: new Set<BusKind>([
+    'delivery.wake',
+    'presence.kick',
+    'mcp.invoke',
+    'mcp.result',
+    'member.revoked.closed',
+  ]),
 };
 
 const count = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
@@ -59,7 +65,8 @@ const SCHEMAS: { [K in BusKind]: z.ZodType<BusPayloads[K]> } = {
     speed: z.number().finite(),
     epoch: count,
   }),
-  'member.revoked': z.strictObject({ memberId: id }),
+  'member.revoked': z.strictObject({ memberId: id, reportTo: token.optional() }),
+  'member.revoked.closed': z.strictObject({ memberId: id, node: token, closed: count }),
   'stream.data': z.strictObject({
     type: z.literal('stream.data'),
     stream: streamName,

@@ -1,5 +1,6 @@
 import type { Socket } from 'node:net';
 import type { WebSocket } from 'ws';
+import { CloseCode } from '../../protocol/errors.js';
 import type { DurableFrame } from '../../protocol/frames.js';
 import type { SessionIdentity } from '../../protocol/routes.js';
 import type { Logger } from '../log.js';
@@ -28,6 +29,12 @@ export const OUTBOUND_HIGH_WATER = 1024 * 1024;
  * ws still holds in its own sender queue (a frame being compressed) drains without a TCP 'drain' event.
  */
 const DRAIN_RECHECK_MS = 100;
+/**
+ * How long a revoked member's socket may take to answer its 4403 close frame before it is cut. ws would
+ * wait 30 s, and reads (and hands over) frames meanwhile; the gateway refuses them (`revoked`), and the
+ * socket goes within this bound whatever the peer does.
+ */
+export const REVOKED_CLOSE_GRACE_MS = 500;
 
 let nextConnectionId = 1;
 
@@ -61,6 +68,8 @@ export class Connection {
   welcomed = false;
   /** Cleared when a ping goes out, set by the pong: a socket still false at the next ping is dead. */
   alive = true;
+  /** Set once its member is known revoked: no frame of it is handled again (the gateway checks). */
+  revoked = false;
   private corked = false;
   /**
    * Frames for this socket between its hello's acceptance and its `welcome`: a session's first frame is its
@@ -189,6 +198,16 @@ export class Connection {
   /** The feed's one way out. */
   writeDurable(frame: DurableFrame): void {
     this.send(frame);
+  }
+
+  /** Its member was revoked: refuse its frames from now on, close 4403, cut it if it does not answer. */
+  revoke(): void {
+    this.revoked = true;
+    this.close(CloseCode.memberRevoked, 'member revoked');
+    const cut = setTimeout(() => {
+      if (this.socket.readyState !== this.socket.CLOSED) this.socket.terminate();
+    }, REVOKED_CLOSE_GRACE_MS);
+    cut.unref();
   }
 
   close(code: number, reason: string): void {

@@ -62,6 +62,10 @@ export class ConnectionRegistry {
     return this.byMemberId.get(memberId) ?? [];
   }
 
+  hasMember(memberId: number): boolean {
+    return this.byMemberId.has(memberId);
+  }
+
   /** Members with at least one session on this node. */
   memberIds(): number[] {
     return [...this.byMemberId.keys()];

@@ -68,7 +68,12 @@ export const members = pgTable(
     createdAt: createdAt(),
     revokedAt: timestamp('revoked_at', { withTimezone: true, precision: 3 }),
   },
-  (t) => [uniqueIndex('members_mesh_pubkey_uq').on(t.meshId, t.pubkey)],
+  (t) => [
+    uniqueIndex('members_mesh_pubkey_uq').on(t.meshId, t.pubkey),
+    // Each node's re-read of revocations (broker/identity/revocation-watch.ts): the few revoked rows,
+    // in the order it pages them.
+    index('members_revoked_at_idx').on(t.revokedAt, t.id).where(sql`${t.revokedAt} IS NOT NULL`),
+  ],
 );
 
 export const nodes = pgTable('nodes', {

@@ -20,7 +20,8 @@
  * does not show is dropped. So no hint moves the cursor past a row Postgres has not shown this feed
  * (docs/design.md § The bus envelope, the hint rule).
  * A lost wake-up costs latency (until the next wake-up of the member, or the periodic check), never order;
- * the first read of a session is its backlog replay.
+ * the first read of a session is its backlog replay (`FeedSource.readBacklog`: one statement for the sessions
+ * starting together, as a drain's resumes do; docs/delivery.md § Resume).
  *
  * History can rewind under a running feed: a restore, or a failover to a replica that had not received the
  * last commits, behind an address the node keeps using (docs/protocol.md § Message identity). The member's
@@ -45,6 +46,15 @@ export interface FeedItem {
 /** What a feed reads: the member's unacked items after a seq, and the member's last seq at that moment. */
 export interface FeedSource {
   read(memberId: number, afterSeq: number, limit: number): Promise<{ lastSeq: number; items: FeedItem[] }>;
+  /**
+   * The same read, for a session's first (its backlog replay): shared with the sessions starting at about
+   * the same time (one statement for a drain's resumes; MessageStore). `read` when absent.
+   */
+  readBacklog?(
+    memberId: number,
+    afterSeq: number,
+    limit: number,
+  ): Promise<{ lastSeq: number; items: FeedItem[] }>;
   /** Whether the member's unacked row at `seq` is the message `messageId` (a bus hint's proof). */
   prove?(memberId: number, seq: number, messageId: string): Promise<boolean>;
 }
@@ -193,7 +203,10 @@ export class SessionFeed implements ConnectionFeed {
         const readNo = ++this.reads;
         const from = this.cursor;
         const rewinds = this.rewinds;
-        const page = await this.source.read(this.memberId, from, FEED_PAGE);
+        const page =
+          readNo === 1 && this.source.readBacklog
+            ? await this.source.readBacklog(this.memberId, from, FEED_PAGE)
+            : await this.source.read(this.memberId, from, FEED_PAGE);
         if (!this.socket.isOpen) return;
         if (rewinds !== this.rewinds) {
           this.again = true;

@@ -26,10 +26,51 @@ export function allOk<O>(values: O[]): Array<Outcome<O>> {
 }
 
 /**
+ * Writes a batch as rounds in which no key occurs twice (a multi-row upsert may not touch one row twice:
+ * two hellos of one session id in a batch), one round after another, each request in the round after the
+ * one that holds its key's previous request: per key, arrival order. One round when the keys are distinct
+ * (the usual case). A round that fails fails its own requests only; the rounds before it stay written.
+ */
+export async function inDistinctRounds<I, O>(
+  batch: I[],
+  key: (request: I) => string,
+  write: (round: I[]) => Promise<O[]>,
+): Promise<Array<Outcome<O>>> {
+  const rounds: number[][] = [];
+  const roundOfKey = new Map<string, number>();
+  batch.forEach((request, i) => {
+    const round = (roundOfKey.get(key(request)) ?? -1) + 1;
+    roundOfKey.set(key(request), round);
+    if (round === rounds.length) rounds.push([]);
+    rounds[round]!.push(i);
+  });
+  const outcomes = new Array<Outcome<O>>(batch.length);
+  for (const round of rounds) {
+    try {
+      const values = await write(round.map((i) => batch[i]!));
+      round.forEach((i, j) => {
+        outcomes[i] = { ok: true, value: values[j]! };
+      });
+    } catch (error) {
+      for (const i of round) outcomes[i] = { ok: false, error };
+    }
+  }
+  return outcomes;
+}
+
+/**
  * The `burstMs` of the rows' session-start statements (stream subscriptions, MCP hosting): what a session's
  * start waits at most, per statement, while a drain's sessions resume together.
  */
 export const SESSION_START_BURST_MS = 50;
+
+/**
+ * The `burstMs` of a resume's own statements, shared by the hellos and sessions arriving together (issue 26
+ * item 5): the hello's member lookup and binding, the shared presence takeover, the feed's first read (the
+ * backlog). Each such statement waits at most this long while a drain's sessions resume together; one
+ * resume alone (none in the window before it) waits nothing.
+ */
+export const RESUME_BURST_MS = SESSION_START_BURST_MS;
 
 export interface GroupCommitOptions<I, O> {
   /** Writes a batch in one transaction; one outcome per request, in order. */

@@ -11,7 +11,7 @@ import type { Pool, PoolClient } from '../db/pool.js';
 import { type AcceptPolicy, acceptBatch } from './accept.js';
 import { type AckRequest, ackBatch } from './acks.js';
 import type { FeedItem, FeedSource } from './feed.js';
-import { GroupCommit } from './group-commit.js';
+import { allOk, GroupCommit, RESUME_BURST_MS } from './group-commit.js';
 import { type HintRow, proveHints } from './hint-proof.js';
 import {
   type AcceptedMessage,
@@ -23,6 +23,47 @@ import {
 } from './records.js';
 
 export type { AcceptedMessage, NewMessage, Sender } from './records.js';
+
+/** A feed's read of one member: its unacked items after `afterSeq`, at most `limit`. */
+interface BacklogRead {
+  memberId: number;
+  afterSeq: number;
+  limit: number;
+}
+
+type FeedPage = { lastSeq: number; items: FeedItem[] };
+
+/** First reads one statement reads at most (each up to a feed page of items). */
+const BACKLOGS_PER_READ = 64;
+
+/**
+ * Feed reads of several members in one statement, one page each (its own `afterSeq` and `limit`), oldest
+ * first: per member, exactly what a read of that member alone returns. One statement, one snapshot: every
+ * seq up to a member's last_seq is visible in it (seqs commit in order). A member without a feed row gets
+ * last seq 0 and no items.
+ */
+async function readBacklogs(pool: Pool, reads: BacklogRead[]): Promise<FeedPage[]> {
+  const result = await pool.query<MessageRow & { i: string; lastSeq: number; seq: number | null }>(
+    `SELECT r.i, f.last_seq AS "lastSeq", d.seq, ${MESSAGE_COLUMNS}
+       FROM unnest($1::bigint[], $2::bigint[], $3::int[]) WITH ORDINALITY AS r (member_id, after_seq, lim, i)
+       JOIN delivery_feeds f ON f.member_id = r.member_id
+       LEFT JOIN LATERAL (
+         SELECT seq, message_id FROM deliveries
+          WHERE member_id = f.member_id AND seq > r.after_seq
+          ORDER BY seq LIMIT r.lim) d ON true
+       LEFT JOIN messages m ON m.id = d.message_id
+       LEFT JOIN members s ON s.id = m.sender_id
+      ORDER BY r.i, d.seq`,
+    [reads.map((r) => r.memberId), reads.map((r) => r.afterSeq), reads.map((r) => r.limit)],
+  );
+  const pages: FeedPage[] = reads.map(() => ({ lastSeq: 0, items: [] }));
+  for (const row of result.rows) {
+    const page = pages[Number(row.i) - 1]!;
+    page.lastSeq = Number(row.lastSeq);
+    if (row.seq !== null) page.items.push({ seq: Number(row.seq), frame: toFrame(row) });
+  }
+  return pages;
+}
 
 export interface MessageStoreOptions extends AcceptPolicy {
   /** Requests one transaction writes at most. */
@@ -37,6 +78,7 @@ export class MessageStore implements FeedSource {
   private readonly accepts: GroupCommit<{ sender: Sender; message: NewMessage }, AcceptedMessage>;
   private readonly acks: GroupCommit<AckRequest, void>;
   private readonly proofs: GroupCommit<HintRow, boolean>;
+  private readonly backlogs: GroupCommit<BacklogRead, FeedPage>;
 
   constructor(
     private readonly pool: Pool,
@@ -63,6 +105,13 @@ export class MessageStore implements FeedSource {
       maxInFlight: 2,
       write: (batch) => proveHints(pool, batch),
     });
+    // Sessions starting together (a drain's resumes) read their backlogs in one statement.
+    this.backlogs = new GroupCommit({
+      maxBatch: BACKLOGS_PER_READ,
+      maxInFlight: 2,
+      burstMs: RESUME_BURST_MS,
+      write: async (batch) => allOk(await readBacklogs(pool, batch)),
+    });
   }
 
   /** Whether the member's unacked row at `seq` is the message `messageId`: a bus hint's proof (batched). */
@@ -87,30 +136,17 @@ export class MessageStore implements FeedSource {
   }
 
   /** A feed's read: the member's unacked items after `afterSeq`, oldest first, and its last seq now. */
-  async read(
-    memberId: number,
-    afterSeq: number,
-    limit: number,
-  ): Promise<{ lastSeq: number; items: FeedItem[] }> {
-    // One statement, one snapshot: every seq up to last_seq is visible in it (seqs commit in order).
-    const result = await this.pool.query<MessageRow & { lastSeq: number; seq: number | null }>(
-      `SELECT f.last_seq AS "lastSeq", d.seq, ${MESSAGE_COLUMNS}
-         FROM delivery_feeds f
-         LEFT JOIN LATERAL (
-           SELECT seq, message_id FROM deliveries
-            WHERE member_id = f.member_id AND seq > $2
-            ORDER BY seq LIMIT $3) d ON true
-         LEFT JOIN messages m ON m.id = d.message_id
-         LEFT JOIN members s ON s.id = m.sender_id
-        WHERE f.member_id = $1
-        ORDER BY d.seq`,
-      [memberId, afterSeq, limit],
-    );
-    const lastSeq = Number(result.rows[0]?.lastSeq ?? 0);
-    const items = result.rows
-      .filter((row) => row.seq !== null)
-      .map((row) => ({ seq: Number(row.seq), frame: toFrame(row) }));
-    return { lastSeq, items };
+  async read(memberId: number, afterSeq: number, limit: number): Promise<FeedPage> {
+    const [page] = await readBacklogs(this.pool, [{ memberId, afterSeq, limit }]);
+    return page!;
+  }
+
+  /**
+   * A session's first read, the same as `read`, shared with the sessions starting within the same
+   * `RESUME_BURST_MS` (one statement for all of them).
+   */
+  readBacklog(memberId: number, afterSeq: number, limit: number): Promise<FeedPage> {
+    return this.backlogs.submit({ memberId, afterSeq, limit });
   }
 
   /** Each member's last seq: what the periodic check compares the feeds with. */

@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { hex, parseWith, storableText, uuid } from '../../protocol/parse.js';
 import type { Pool } from '../db/pool.js';
 import type { Directory, Member } from '../identity/directory.js';
+import type { SessionsClosed } from '../node/revocations.js';
 import type { ShadowReport } from '../shadow/runner.js';
 
 export interface AdminOptions {
@@ -20,8 +21,8 @@ export interface AdminOptions {
   pool: Pool;
   /** Ends what the rows hold of a member that was just revoked (its schedules, say): broker/rows/row.ts. */
   endOwnedWork: (member: Member) => Promise<void>;
-  /** Ends every live session of a member that was just revoked (close 4403). */
-  onRevoked: (member: Member) => Promise<void>;
+  /** Ends every live session of a member that was just revoked (close 4403), on every node; what it closed. */
+  onRevoked: (member: Member) => Promise<SessionsClosed>;
   /** Each row's shadow comparisons on this node (docs/flags.md § Shadow). */
   shadow: () => ShadowReport[];
   /** Records a change of a mesh's home region on the mesh's audit chain. */
@@ -132,10 +133,12 @@ export function registerAdmin(app: FastifyInstance, options: AdminOptions): void
       // Revocation stops the background work the member owns, on every node: the rows end it in Postgres
       // (its schedules cancelled, its watches ended), which every scheduler and watch poller re-reads
       // before it fires or fetches (and both already skip a revoked member's rows, so a create racing the
-      // revocation is covered). Its sessions are closed by `onRevoked`, here and over the bus.
+      // revocation is covered). Its sessions are closed by `onRevoked`, here and over the bus; the answer
+      // says how many each node closed (and which nodes did not answer in time: they close on their own
+      // re-read of revocations, within REVOCATION_RECHECK_MS).
       await options.endOwnedWork(member);
-      await options.onRevoked(member);
-      return publicMember(member);
+      const sessionsClosed = await options.onRevoked(member);
+      return { ...publicMember(member), sessionsClosed };
     });
 
     // Shadow mode: per row with a comparator, the counts, the agreement ratio and the last mismatches.

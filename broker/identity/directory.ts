@@ -22,6 +22,18 @@ export interface Member {
   revokedAt: Date | null;
 }
 
+/** Where a read of revocations stopped: the last revocation it saw (time, then member id). */
+export interface RevocationCursor {
+  revokedAt: Date;
+  id: number;
+}
+
+interface RevokedRow {
+  id: number | string;
+  meshId: string;
+  revokedAt: string;
+}
+
 const MEMBER_COLUMNS = `id, mesh_id AS "meshId", pubkey, name, groups,
   created_at AS "createdAt", revoked_at AS "revokedAt"`;
 
@@ -127,6 +139,36 @@ export class Directory {
       [memberId, meshId],
     );
     return result.rows[0]?.revoked === true;
+  }
+
+  /**
+   * Revoked members after `after` (revocation time, then id), oldest first, at most `limit`; from
+   * `overlapMs` before Postgres's now when `after` is undefined. `now` is Postgres's clock at the read:
+   * the next read starts from it (less an overlap), so no node clock is compared with `revoked_at`.
+   */
+  async revokedAfter(
+    after: RevocationCursor | undefined,
+    overlapMs: number,
+    limit: number,
+  ): Promise<{ now: Date; members: Array<{ id: number; meshId: string } & RevocationCursor> }> {
+    const result = await this.pool.query<{ now: Date; members: RevokedRow[] | null }>(
+      `SELECT now() AS now,
+              (SELECT json_agg(r) FROM (
+                 SELECT id, mesh_id AS "meshId", revoked_at AS "revokedAt" FROM members
+                  WHERE revoked_at IS NOT NULL
+                    AND (revoked_at, id) > (coalesce($1::timestamptz, now() - $3::int * interval '1 millisecond'), $2::bigint)
+                  ORDER BY revoked_at, id LIMIT $4) r) AS members`,
+      [after?.revokedAt ?? null, after?.id ?? 0, overlapMs, limit],
+    );
+    const row = result.rows[0]!;
+    return {
+      now: row.now,
+      members: (row.members ?? []).map((m) => ({
+        id: Number(m.id),
+        meshId: m.meshId,
+        revokedAt: new Date(m.revokedAt),
+      })),
+    };
   }
 
   /** Remembers the groups a member declared in its latest hello, so `@group` resolves while it is offline. */

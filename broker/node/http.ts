@@ -41,7 +41,7 @@ export interface HttpOptions {
 }
 
 export async function createHttp(options: HttpOptions): Promise<FastifyInstance> {
-  const { config, pool, redis, bus, log, metrics, rows, sessions } = options;
+  const { config, pool, redis, log, metrics, rows, sessions } = options;
   const { reconciler } = rows;
   const app: FastifyInstance = Fastify({
     loggerInstance: log as FastifyBaseLogger,
@@ -101,16 +101,13 @@ export async function createHttp(options: HttpOptions): Promise<FastifyInstance>
     onPreviousTokenUsed,
     directory: options.directory,
     pool,
-    // Here at once, and on every other node of the mesh over the bus (the revoked member may be
-    // connected anywhere; its sends are refused by the store whatever node it is on).
     onHomeRegionSet: (meshId, change) =>
       rows.audit.record({ meshId, eventType: 'mesh.home_region_set', actor: 'admin', payload: change }),
     endOwnedWork: (member) => rows.set.memberRevoked(member),
     shadow: () => reconciler.shadowReports(),
-    onRevoked: async (member) => {
-      await sessions.endMemberSessions(member.id);
-      await bus.publishToMesh(member.meshId, 'member.revoked', { memberId: member.id });
-    },
+    // Here at once, and on every other node of the mesh over the bus (the revoked member may be
+    // connected anywhere), with each node's count of what it closed: node/revocations.ts.
+    onRevoked: (member) => sessions.revocations.revokeEverywhere(member),
   });
   return app;
 }

@@ -3,12 +3,12 @@
  * the rows' session hooks in row order. Also ends a revoked member's sessions, here and on every node.
  */
 
-import { CloseCode } from '../../protocol/errors.js';
 import { pingFrame } from '../../protocol/requests.js';
 import type { Bus } from '../bus/bus.js';
 import type { BrokerConfig } from '../config.js';
 import type { Connection } from '../connections/connection.js';
 import type { ConnectionRegistry } from '../connections/registry.js';
+import type { Pool } from '../db/pool.js';
 import { SessionFeed } from '../delivery/feed.js';
 import { HelloAdmission } from '../hello/admission.js';
 import type { Directory } from '../identity/directory.js';
@@ -17,6 +17,7 @@ import type { BrokerMetrics } from '../metrics.js';
 import type { NodeRows } from '../modules.js';
 import { Gateway } from '../ws/gateway.js';
 import { Router } from '../ws/router.js';
+import { createRevocations, type Revocations } from './revocations.js';
 
 export interface SessionsOptions {
   config: BrokerConfig;
@@ -25,6 +26,7 @@ export interface SessionsOptions {
   metrics: BrokerMetrics;
   connections: ConnectionRegistry;
   directory: Directory;
+  pool: Pool;
   rows: NodeRows;
 }
 
@@ -32,8 +34,10 @@ export interface Sessions {
   gateway: Gateway;
   /** A session left for good: everything the rows hold for it on this node ends with it. */
   sessionEnded(meshId: string, sessionId: string): Promise<void>;
-  /** Closes every socket of a revoked member on this node (4403) and ends its sessions. */
-  endMemberSessions(memberId: number): Promise<void>;
+  /** Closes every socket of a revoked member on this node (4403) and ends its sessions; how many sockets. */
+  endMemberSessions(memberId: number): Promise<number>;
+  /** Its sessions ended on every node: the bus, the re-read of revocations, the admin's report. */
+  revocations: Revocations;
 }
 
 /** Every row's frames, and `ping` → `pong` (a peer's check of the path to its node, end to end). */
@@ -98,27 +102,24 @@ export function createSessions(options: SessionsOptions): Sessions {
   };
 
   const endMemberSessions = async (memberId: number) => {
-    for (const connection of [...connections.ofMember(memberId)]) {
-      connection.close(CloseCode.memberRevoked, 'member revoked');
-      if (connection.identity) await rows.presence.leave(connection.identity);
-    }
+    const sockets = [...connections.ofMember(memberId)];
+    // Every socket is marked first (no frame of any is handled from here on), then each is closed.
+    for (const connection of sockets) connection.revoke();
+    for (const connection of sockets) if (connection.identity) await rows.presence.leave(connection.identity);
     // Sessions of the member in their grace period have no socket to close: they end too.
     await rows.presence.leaveMember(memberId);
+    return sockets.length;
   };
-  // Over the bus a revocation is a hint: its sessions end only once Postgres shows the member of that mesh
-  // revoked (the admin API wrote it before publishing), so a forged or misdirected one closes nothing.
-  bus.on('member.revoked', (meshId, { memberId }) => {
-    void (async () => {
-      if (!(await options.directory.isRevoked(meshId, memberId))) {
-        log.warn(
-          { meshId, memberId },
-          'member.revoked over the bus for a member Postgres does not show revoked: ignored',
-        );
-        return;
-      }
-      await endMemberSessions(memberId);
-    })().catch((error) => log.warn({ err: error }, 'ending revoked sessions failed'));
+  const revocations = createRevocations({
+    nodeId: options.config.nodeId,
+    bus,
+    pool: options.pool,
+    directory: options.directory,
+    log,
+    recheckMs: options.config.revocationRecheckMs,
+    hasLocalSessions: (memberId) => connections.hasMember(memberId),
+    endMemberSessions,
   });
 
-  return { gateway, sessionEnded, endMemberSessions };
+  return { gateway, sessionEnded, endMemberSessions, revocations };
 }

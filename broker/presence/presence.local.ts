@@ -1,9 +1,10 @@
 import type { SessionIdentity } from '../connections/connection.js';
 import type { Pool } from '../db/pool.js';
+import { GroupCommit, inDistinctRounds, RESUME_BURST_MS } from '../delivery/group-commit.js';
 import type { MemberBinding } from '../hello/admission.js';
 import type { Logger } from '../log.js';
 import type { NonceGuard } from './nonces.js';
-import type { Presence, PresenceEntry, PresenceEvents } from './presence.js';
+import type { AttachOutcome, Presence, PresenceEntry, PresenceEvents } from './presence.js';
 import type { SessionBindings } from './session-bindings.js';
 
 interface LocalSession {
@@ -27,6 +28,59 @@ export interface LocalPresenceOptions {
   log: Logger;
 }
 
+/** A session's presence row as the local implementation writes it (for visibility only). */
+interface RowWrite {
+  identity: SessionIdentity;
+  connectedAt: Date;
+}
+
+/** Rows one statement writes at most. */
+const ROWS_PER_STATEMENT = 256;
+
+/**
+ * The sessions' rows, one statement (the session ids distinct: `inDistinctRounds`), in session-id order: a
+ * row of another member's session is left as it is (the member check in the upsert's WHERE). Each member's
+ * revocation is read again in the same statement (no extra round trip): a row is written only for a member
+ * not revoked (nor gone) as of now, after the socket was registered. Per write: whether it was revoked.
+ */
+async function writeRows(pool: Pool, nodeId: string, writes: RowWrite[]): Promise<boolean[]> {
+  const result = await pool.query<{ i: number; revoked: boolean }>(
+    `WITH s AS (
+       SELECT * FROM jsonb_to_recordset($1::jsonb)
+         AS s (i int, session_id uuid, mesh_id uuid, member_id bigint, name text, groups text[],
+               connected_at timestamptz)),
+     revoked AS (
+       SELECT s.member_id AS id FROM s
+        WHERE NOT EXISTS (SELECT 1 FROM members m WHERE m.id = s.member_id AND m.revoked_at IS NULL)),
+     upsert AS (
+       INSERT INTO presence (session_id, mesh_id, member_id, node_id, name, groups, connected_at)
+       SELECT s.session_id, s.mesh_id, s.member_id, $2::text, s.name, s.groups, s.connected_at
+         FROM s WHERE s.member_id NOT IN (SELECT id FROM revoked)
+        ORDER BY s.session_id
+       ON CONFLICT (session_id) DO UPDATE
+         SET node_id = excluded.node_id, name = excluded.name, groups = excluded.groups, disconnected_at = NULL
+         WHERE presence.member_id = excluded.member_id)
+     SELECT s.i, s.member_id IN (SELECT id FROM revoked) AS revoked FROM s`,
+    [
+      JSON.stringify(
+        writes.map(({ identity, connectedAt }, i) => ({
+          i,
+          session_id: identity.sessionId,
+          mesh_id: identity.meshId,
+          member_id: identity.memberId,
+          name: identity.name,
+          groups: identity.groups,
+          connected_at: connectedAt.toISOString(),
+        })),
+      ),
+      nodeId,
+    ],
+  );
+  const revoked = writes.map(() => false);
+  for (const row of result.rows) revoked[row.i] = row.revoked;
+  return revoked;
+}
+
 /**
  * The single-node presence: this node's memory decides who is online, and the presence rows are written
  * for visibility only. Gaps on 2+ nodes (what the smoke suite documents): `list` shows only this node's
@@ -35,6 +89,18 @@ export interface LocalPresenceOptions {
  */
 export class LocalPresence implements Presence {
   private readonly sessions = new Map<string, LocalSession>();
+  /** Sessions attaching together (a drain's resumes) write their rows in one statement. */
+  private readonly upserts = new GroupCommit<RowWrite, boolean>({
+    write: (batch) =>
+      inDistinctRounds(
+        batch,
+        (write) => write.identity.sessionId,
+        (round) => writeRows(this.options.pool, this.options.nodeId, round),
+      ),
+    maxBatch: ROWS_PER_STATEMENT,
+    maxInFlight: 2,
+    burstMs: RESUME_BURST_MS,
+  });
 
   constructor(private readonly options: LocalPresenceOptions) {}
 
@@ -96,32 +162,14 @@ export class LocalPresence implements Presence {
     return this.options.nonces.claim(nonce);
   }
 
-  async attach(identity: SessionIdentity): Promise<{ reattached: boolean }> {
+  async attach(identity: SessionIdentity): Promise<AttachOutcome> {
     const known = this.sessions.get(identity.sessionId);
     const reattached = known !== undefined;
+    const connectedAt = known?.connectedAt ?? new Date();
+    if (await this.upserts.submit({ identity, connectedAt })) return { reattached, revoked: true };
     if (known?.graceTimer) clearTimeout(known.graceTimer);
-    const session: LocalSession = {
-      identity,
-      connectedAt: known?.connectedAt ?? new Date(),
-      status: known?.status ?? null,
-    };
+    const session: LocalSession = { identity, connectedAt, status: known?.status ?? null };
     this.sessions.set(identity.sessionId, session);
-    await this.options.pool.query(
-      `INSERT INTO presence (session_id, mesh_id, member_id, node_id, name, groups, connected_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7)
-       ON CONFLICT (session_id) DO UPDATE
-         SET node_id = excluded.node_id, name = excluded.name, groups = excluded.groups, disconnected_at = NULL
-         WHERE presence.member_id = excluded.member_id`,
-      [
-        identity.sessionId,
-        identity.meshId,
-        identity.memberId,
-        this.options.nodeId,
-        identity.name,
-        identity.groups,
-        session.connectedAt,
-      ],
-    );
     if (!reattached) {
       this.options.events(identity.meshId, {
         type: 'peer.joined',

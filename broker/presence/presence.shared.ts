@@ -2,12 +2,13 @@ import { CloseCode } from '../../protocol/errors.js';
 import type { Bus, Unsubscribe } from '../bus/bus.js';
 import type { SessionIdentity } from '../connections/connection.js';
 import type { Pool } from '../db/pool.js';
+import { GroupCommit, inDistinctRounds, RESUME_BURST_MS } from '../delivery/group-commit.js';
 import { HelloRejected, type MemberBinding } from '../hello/admission.js';
 import type { Logger } from '../log.js';
 import { type ListReads, primaryReads } from '../regions/regions.js';
 import { PeriodicTask } from '../timing/periodic.js';
 import type { NonceGuard } from './nonces.js';
-import type { Presence, PresenceEntry, PresenceEvents, PresenceFrame } from './presence.js';
+import type { AttachOutcome, Presence, PresenceEntry, PresenceEvents, PresenceFrame } from './presence.js';
 import type { SessionBindings } from './session-bindings.js';
 
 export interface SharedPresenceOptions {
@@ -37,6 +38,82 @@ interface Row {
   pubkey: string;
 }
 
+/** A session's presence row taken over: whether it was (another member's is not), and what it was before. */
+interface Takeover {
+  /** The member is revoked (or gone) as of this statement: nothing was taken (the admission's re-check). */
+  revoked: boolean;
+  taken: boolean;
+  previousNode: string | null;
+  previousDisconnected: Date | null;
+}
+
+/** Sessions one takeover statement attaches at most. */
+const TAKEOVERS_PER_STATEMENT = 256;
+
+/**
+ * Takes the sessions' presence rows over for `nodeId`, in one statement (one round trip, issue 26 item 5;
+ * the session ids distinct: `inDistinctRounds`): lock the sessions' rows (those that exist) and read them,
+ * then take them over. The insert reads `previous`, so the locks are taken first; they order two nodes
+ * admitting one session at once (a takeover that waited reads the winner's row, as a SELECT … FOR UPDATE in
+ * its own transaction did). The upsert's WHERE is the member check again, under the row lock: two members
+ * racing for one session id cannot both have it (no row is returned for the loser). Rows are locked and
+ * written in session id order, so two nodes' statements over the same sessions take their locks in one
+ * order (no deadlock between them). The rows to lock are named by an array (`= ANY`), not a join with the
+ * batch: a row another transaction is updating is then re-checked, once its lock is granted, on its own
+ * newest version (READ COMMITTED's recheck), as the single-session `WHERE session_id = $1` was.
+ * Each member's revocation is read again in the same statement (the admission's re-check, after the socket
+ * was registered): nothing is taken for a member revoked as of now.
+ */
+async function takeOver(pool: Pool, nodeId: string, sessions: SessionIdentity[]): Promise<Takeover[]> {
+  const result = await pool.query<Takeover & { i: number }>(
+    `WITH s AS (
+       SELECT * FROM jsonb_to_recordset($1::jsonb)
+         AS s (i int, session_id uuid, mesh_id uuid, member_id bigint, name text, groups text[])),
+     revoked AS (
+       SELECT s.member_id AS id FROM s
+        WHERE NOT EXISTS (SELECT 1 FROM members m WHERE m.id = s.member_id AND m.revoked_at IS NULL)),
+     previous AS (
+       SELECT session_id, node_id, disconnected_at FROM presence
+        WHERE session_id = ANY($3::uuid[]) ORDER BY session_id FOR UPDATE),
+     taken AS (
+       INSERT INTO presence (session_id, mesh_id, member_id, node_id, name, groups)
+       SELECT s.session_id, s.mesh_id, s.member_id, $2::text, s.name, s.groups
+         FROM s, (SELECT count(*) FROM previous) AS locked_first
+        WHERE s.member_id NOT IN (SELECT id FROM revoked)
+        ORDER BY s.session_id
+       ON CONFLICT (session_id) DO UPDATE
+         SET node_id = excluded.node_id, name = excluded.name, groups = excluded.groups, disconnected_at = NULL
+         WHERE presence.member_id = excluded.member_id
+       RETURNING session_id)
+     SELECT s.i, s.member_id IN (SELECT id FROM revoked) AS revoked,
+            EXISTS (SELECT 1 FROM taken t WHERE t.session_id = s.session_id) AS taken,
+            p.node_id AS "previousNode", p.disconnected_at AS "previousDisconnected"
+       FROM s LEFT JOIN previous p ON p.session_id = s.session_id`,
+    [
+      JSON.stringify(
+        sessions.map((identity, i) => ({
+          i,
+          session_id: identity.sessionId,
+          mesh_id: identity.meshId,
+          member_id: identity.memberId,
+          name: identity.name,
+          groups: identity.groups,
+        })),
+      ),
+      nodeId,
+      sessions.map((identity) => identity.sessionId),
+    ],
+  );
+  const takeovers = sessions.map<Takeover>(() => ({
+    revoked: false,
+    taken: false,
+    previousNode: null,
+    previousDisconnected: null,
+  }));
+  for (const { i, ...takeover } of result.rows) takeovers[i] = takeover;
+  return takeovers;
+}
+
 /**
  * Presence rows are the truth (flag `ha.presence`), every row carrying the node that holds the session.
  * - A session that says hello on any node within the grace period takes its row over (reattach: no
@@ -55,6 +132,18 @@ export class SharedPresence implements Presence {
   private readonly graceTimers = new Map<string, NodeJS.Timeout>();
   private readonly reaper: PeriodicTask;
   private detachKick: Unsubscribe | undefined;
+  /** Sessions attaching together (a drain's resumes) take their rows over in one statement. */
+  private readonly takeovers = new GroupCommit<SessionIdentity, Takeover>({
+    write: (batch) =>
+      inDistinctRounds(
+        batch,
+        (identity) => identity.sessionId,
+        (round) => takeOver(this.options.pool, this.options.nodeId, round),
+      ),
+    maxBatch: TAKEOVERS_PER_STATEMENT,
+    maxInFlight: 2,
+    burstMs: RESUME_BURST_MS,
+  });
 
   constructor(private readonly options: SharedPresenceOptions) {
     this.reaper = new PeriodicTask({
@@ -117,36 +206,12 @@ export class SharedPresence implements Presence {
     return this.options.nonces.claim(nonce);
   }
 
-  async attach(identity: SessionIdentity): Promise<{ reattached: boolean }> {
-    const { pool, nodeId } = this.options;
+  async attach(identity: SessionIdentity): Promise<AttachOutcome> {
+    const { nodeId } = this.options;
     clearTimeout(this.graceTimers.get(identity.sessionId));
     this.graceTimers.delete(identity.sessionId);
-    // One statement (one round trip, issue 26 item 5): lock the session's row (if any) and read it, then
-    // take it over. The insert reads `previous`, so the lock is taken first; it orders two nodes admitting
-    // the same session at once (a takeover that waited reads the winner's row, as a SELECT … FOR UPDATE in
-    // its own transaction did). The upsert's WHERE is the member check again, under the row lock: two members
-    // racing for one session id cannot both have it (no row is returned then).
-    const result = await pool.query<{
-      taken: boolean;
-      previousNode: string | null;
-      previousDisconnected: Date | null;
-    }>(
-      `WITH previous AS (
-         SELECT node_id, disconnected_at FROM presence WHERE session_id = $1 FOR UPDATE),
-       taken AS (
-         INSERT INTO presence (session_id, mesh_id, member_id, node_id, name, groups)
-         SELECT $1::uuid, $2::uuid, $3::bigint, $4::text, $5::text, $6::text[]
-           FROM (SELECT count(*) FROM previous) AS locked_first
-         ON CONFLICT (session_id) DO UPDATE
-           SET node_id = excluded.node_id, name = excluded.name, groups = excluded.groups, disconnected_at = NULL
-           WHERE presence.member_id = excluded.member_id
-         RETURNING 1)
-       SELECT EXISTS (SELECT 1 FROM taken) AS taken,
-              (SELECT node_id FROM previous) AS "previousNode",
-              (SELECT disconnected_at FROM previous) AS "previousDisconnected"`,
-      [identity.sessionId, identity.meshId, identity.memberId, nodeId, identity.name, identity.groups],
-    );
-    const { taken, previousNode, previousDisconnected } = result.rows[0]!;
+    const { revoked, taken, previousNode, previousDisconnected } = await this.takeovers.submit(identity);
+    if (revoked) return { reattached: previousNode !== null, revoked: true };
     if (!taken) throw new HelloRejected(CloseCode.helloRejected, 'session belongs to another member');
     if (previousNode !== null && previousNode !== nodeId && previousDisconnected === null) {
       // Still connected over there: the newer connection wins, on any node.

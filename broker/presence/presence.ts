@@ -5,8 +5,10 @@
  * Contract:
  * - The first `activate(true)` runs at node start, before any hello: it forgets what an earlier run of
  *   this node left behind. A later `activate(false)` (a flip) takes over the sessions connected here.
- * - `attach` is called once a hello is accepted. A session that comes back within the grace period is
- *   reattached: no `peer.joined`, and no `peer.left` for the short absence.
+ * - `attach` is called once a hello is accepted and its socket registered. A session that comes back
+ *   within the grace period is reattached: no `peer.joined`, and no `peer.left` for the short absence. It
+ *   reads the member's revocation again in its statement and writes nothing for a revoked member
+ *   (`revoked`): a revocation that committed while the hello was in flight is seen here.
  * - `detach` is called when the session's socket closes. The session stays listed (disconnected) for the
  *   grace period; then it leaves and `peer.left` is emitted once.
  * - `leave` ends a session at once; `leaveMember` every session of a member, in its grace period too
@@ -31,9 +33,18 @@ import type { Lifecycle } from '../rows/lifecycle.js';
 export type PresenceEntry = Peer;
 
 export type { PresenceEvents, PresenceFrame } from '../rows/context.js';
+
+/**
+ * What `attach` found. `revoked`: the member is revoked as of the attach's own statement (the admission's
+ * re-check, read after the socket was registered, in the same round trip); nothing was written or emitted.
+ */
+export interface AttachOutcome {
+  reattached: boolean;
+  revoked?: boolean;
+}
 export interface Presence extends Lifecycle {
   claimNonce(nonce: string): Promise<boolean>;
-  attach(session: SessionIdentity): Promise<{ reattached: boolean }>;
+  attach(session: SessionIdentity): Promise<AttachOutcome>;
   detach(session: SessionIdentity): Promise<void>;
   leave(session: SessionIdentity): Promise<void>;
   /** Ends every session of the member held here, connected or in its grace period (member revoked). */

@@ -210,6 +210,9 @@ export class Gateway {
         await asOperation('hello', () => this.hello(connection, frame));
         return;
       }
+      // One check for every frame type: a revoked member's socket (closing, or not closing yet because
+      // its peer ignores the close) gets nothing done, whatever it asks.
+      if (connection.revoked) throw new ProtocolError('forbidden', 'member revoked');
       if (frame.type === 'hello')
         throw new ProtocolError('bad_request', 'hello already accepted on this socket');
       const { router } = this.options;
@@ -327,7 +330,14 @@ export class Gateway {
     // Same member, same session: the newer connection wins (admission refused any other member).
     previous?.close(CloseCode.sessionReplaced, 'session replaced by a newer connection');
     metrics.connections.inc({ mesh: identity.meshId });
-    const { reattached } = await presence.attach(identity);
+    const { reattached, revoked } = await presence.attach(identity);
+    if (revoked) {
+      // Revoked between the admission's member check and now (the socket is registered, so a revocation
+      // committed after this read finds it): refused as at the hello, before any welcome.
+      connection.revoke();
+      await presence.leave(identity);
+      throw new HelloRejected(CloseCode.memberRevoked, 'member revoked');
+    }
     metrics.hellosAccepted.inc({ resumed: String(reattached) });
     // The session's work starts before its welcome: a resumed session has its mesh channel and its stream
     // subscriptions back before its peer can know it is welcome (a publish in between was lost).

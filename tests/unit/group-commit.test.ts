@@ -2,10 +2,11 @@
  * The one batcher of the broker (broker/delivery/group-commit.ts): the sends' and acks' group commit, and
  * the rows' session-start statements with its `burstMs` window. A request alone is written at once,
  * requests made while batches are in flight share the next, each caller gets its own outcome, a failed
- * batch fails only its own callers, and with `burstMs` a batch starts at most every `burstMs`.
+ * batch fails only its own callers, and with `burstMs` a batch starts at most every `burstMs`. A batch whose
+ * requests share a key (two hellos of one session) is written in rounds of distinct keys (`inDistinctRounds`).
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { allOk, GroupCommit, type Outcome } from '../../broker/delivery/group-commit.js';
+import { allOk, GroupCommit, inDistinctRounds, type Outcome } from '../../broker/delivery/group-commit.js';
 
 /** A batcher that doubles its requests and records every batch it wrote; `gate` holds the first batch. */
 function doubling(
@@ -75,5 +76,38 @@ describe('GroupCommit', () => {
     await vi.advanceTimersByTimeAsync(0);
     expect(await lone).toBe(8);
     expect(batches).toEqual([[1], [2, 3], [4]]);
+  });
+});
+
+describe('inDistinctRounds', () => {
+  it('writes distinct keys in one round, a repeated key in the next, in arrival order per key', async () => {
+    const rounds: string[][] = [];
+    const outcomes = await inDistinctRounds(
+      ['a1', 'b1', 'a2', 'c1', 'a3', 'b2'],
+      (request) => request[0]!,
+      async (round) => {
+        rounds.push(round);
+        return round.map((request) => request.toUpperCase());
+      },
+    );
+    expect(rounds).toEqual([['a1', 'b1', 'c1'], ['a2', 'b2'], ['a3']]);
+    expect(outcomes).toEqual(allOk(['A1', 'B1', 'A2', 'C1', 'A3', 'B2']));
+  });
+
+  it('fails only the requests of a round that failed', async () => {
+    const failure = new Error('round 2 failed');
+    const outcomes = await inDistinctRounds(
+      ['a1', 'b1', 'a2'],
+      (request) => request[0]!,
+      async (round) => {
+        if (round.includes('a2')) throw failure;
+        return round;
+      },
+    );
+    expect(outcomes).toEqual([
+      { ok: true, value: 'a1' },
+      { ok: true, value: 'b1' },
+      { ok: false, error: failure },
+    ]);
   });
 });

@@ -1,0 +1,1 @@
+CREATE INDEX "members_revoked_at_idx" ON "members" USING btree ("revoked_at","id") WHERE "members"."revoked_at" IS NOT NULL;
