@@ -81,8 +81,13 @@ export function seriesValue(
   return undefined;
 }
 
-export async function scrape(url: string): Promise<string> {
-  return (await fetch(`${url}/metrics`)).text();
+/**
+ * A `/metrics` scrape: the verifier's answers anyone on loopback; a broker node's needs its admin (or
+ * metrics) token, given as `token`.
+ */
+export async function scrape(url: string, token?: string): Promise<string> {
+  const headers = token === undefined ? undefined : { authorization: `Bearer ${token}` };
+  return (await fetch(`${url}/metrics`, { headers })).text();
 }
 
 /** Waits until the verifier's series `name` for `mesh` reads `expected` (its output in the error). */

@@ -133,9 +133,7 @@ describe('checkTarget', () => {
   it('refuses a hostname that resolves to loopback', async () => {
     const attempt = checkTarget('http://localhost:3000/', { allowPrivate: false });
     await expect(attempt).rejects.toBeInstanceOf(ForbiddenTargetError);
-    await expect(attempt).rejects.toThrow(
-      /watch target localhost resolves to (127\.0\.0\.1|::1), which is a loopback/,
-    );
+    await expect(attempt).rejects.toThrow(/^watch target localhost resolves to a loopback address$/);
   });
 
   it('allows private targets when the operator opts in', async () => {
