@@ -70,11 +70,6 @@ export interface BrokerConfig {
    * logged, so the operator sees when nothing sends it any more). Unset otherwise.
    */
   adminTokenPrevious: string | undefined;
-  /**
-   * What a scraper presents on `/metrics` and `/flags` (`Authorization: Bearer`), so Prometheus never holds
-   * the admin token (which is accepted there too). Unset: only the admin token reads them.
-   */
-  metricsToken: string | undefined;
   logLevel: string;
   /** Largest WebSocket frame accepted; a larger one closes the socket with 1009. */
   maxFrameBytes: number;
@@ -377,15 +372,10 @@ function nodeAndAccess(env: Env) {
       'ADMIN_TOKEN_PREVIOUS',
       'is the same as ADMIN_TOKEN (set it to the token being retired)',
     );
-  const metricsToken = env.METRICS_TOKEN || undefined;
-  if (metricsToken !== undefined && metricsToken.length < 16)
-    throw new ConfigError('METRICS_TOKEN', 'must be at least 16 characters long');
-  if (metricsToken !== undefined && (metricsToken === adminToken || metricsToken === adminTokenPrevious))
-    throw new ConfigError('METRICS_TOKEN', 'must differ from the admin token (Prometheus holds it)');
   const logLevel = str(env, 'LOG_LEVEL', 'info');
   if (!LOG_LEVELS.includes(logLevel))
     throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
-  return { port, nodeId, adminToken, adminTokenPrevious, metricsToken, logLevel };
+  return { port, nodeId, adminToken, adminTokenPrevious, logLevel };
 }
 
 /** Where the node reads its flags, checked in this order. */
@@ -419,7 +409,7 @@ const POSTGRES = ['postgres:', 'postgresql:'];
 /** Every variable the broker reads, with its default; the README's configuration table mirrors this. */
 export function loadConfig(given: Env = process.env): BrokerConfig {
   const env = withSecretFiles(given, (variable, message) => new ConfigError(variable, message));
-  const { port, nodeId, adminToken, adminTokenPrevious, metricsToken, logLevel } = nodeAndAccess(env);
+  const { port, nodeId, adminToken, adminTokenPrevious, logLevel } = nodeAndAccess(env);
   const { flagsEnv, flagsProvider, unleashUrl } = flagSource(env);
   const heartbeatMs = int(env, 'HEARTBEAT_MS', 15_000, 100, 300_000);
   const maxFrameBytes = int(env, 'MAX_FRAME_BYTES', 64 * 1024, 1024, 16 * 1024 * 1024);
@@ -447,7 +437,6 @@ export function loadConfig(given: Env = process.env): BrokerConfig {
     nodeId,
     adminToken,
     adminTokenPrevious,
-    metricsToken,
     logLevel,
     maxFrameBytes,
     maxBodyBytes: int(env, 'MAX_BODY_BYTES', Math.min(32 * 1024, maxFrameBytes), 1, maxFrameBytes),

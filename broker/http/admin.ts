@@ -48,7 +48,7 @@ const digest = (text: string) => createHash('sha256').update(text).digest();
  * constant time, so neither the answer's timing nor its length says how close a guess came or which
  * token it was.
  */
-export function presentedToken(header: string | undefined, current: string, previous: string | undefined) {
+function presentedToken(header: string | undefined, current: string, previous: string | undefined) {
   const presented = digest(header?.startsWith('Bearer ') ? header.slice(7) : '');
   const isCurrent = timingSafeEqual(presented, digest(current));
   const isPrevious = timingSafeEqual(presented, digest(previous ?? current)) && previous !== undefined;

@@ -11,15 +11,10 @@ const body = z.object({
   status: storableText(1, 64),
 });
 
-const notFound = (sessionId: string) =>
-  new ProtocolError('not_found', `no session ${sessionId} on this node`);
-
 /**
  * `POST /hook/status {sessionId, status}`: a peer's local tooling reports what the session is doing
  * ("working", "idle", …); the mesh sees `peer.status`. The session id is the credential (an unguessable
- * UUID the peer chose); the endpoint is rate limited per session. A session that is not live is refused
- * before its limit is consulted, so an id nobody holds creates nothing (no rate-limit key in Redis): the
- * lookup is a read.
+ * UUID the peer chose); the endpoint is rate limited per session.
  */
 export function registerHook(
   app: FastifyInstance,
@@ -29,9 +24,7 @@ export function registerHook(
 ): void {
   app.post('/hook/status', async (request, reply) => {
     const { sessionId, status } = parseWith(body, request.body);
-    const id = sessionId.toLowerCase();
-    if (!(await presence.isLive(id))) throw notFound(sessionId);
-    const decision = await limits.consume('hook', id);
+    const decision = await limits.consume('hook', sessionId.toLowerCase());
     if (!decision.allowed) {
       metrics.rateLimited.inc({ kind: 'hook' });
       reply.header('retry-after', Math.ceil(decision.retryAfterMs / 1000));
@@ -40,8 +33,9 @@ export function registerHook(
         `too many status reports; retry in ${decision.retryAfterMs} ms`,
       );
     }
-    // It may have ended between the two calls.
-    if (!(await presence.setStatus(id, status))) throw notFound(sessionId);
+    if (!(await presence.setStatus(sessionId.toLowerCase(), status))) {
+      throw new ProtocolError('not_found', `no session ${sessionId} on this node`);
+    }
     return { ok: true };
   });
 }

@@ -1,15 +1,9 @@
 /**
- * A node's HTTP side on one port: the WebSocket at `/ws`, `/health` (and `/health/active`), `/metrics` and
- * `/flags` (behind the metrics or admin token), `POST /hook/status` and the admin API (docs/protocol.md
- * § workbench contract).
+ * A node's HTTP side on one port: the WebSocket at `/ws`, `/health` (and `/health/active`), `/metrics`,
+ * `/flags`, `POST /hook/status` and the admin API (docs/protocol.md § workbench contract).
  */
 import websocket from '@fastify/websocket';
-import Fastify, {
-  type FastifyBaseLogger,
-  type FastifyInstance,
-  type FastifyRequest,
-  LogController,
-} from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Bus } from '../bus/bus.js';
 import type { BrokerConfig } from '../config.js';
 import type { Pool } from '../db/pool.js';
@@ -18,7 +12,6 @@ import { registerAdmin } from '../http/admin.js';
 import { registerErrorHandler } from '../http/errors.js';
 import { type NodeLifecycle, probeDependencies, registerHealth } from '../http/health.js';
 import { registerHook } from '../http/hook.js';
-import { registerOperatorReads } from '../http/operator.js';
 import type { Directory } from '../identity/directory.js';
 import type { Logger } from '../log.js';
 import type { BrokerMetrics } from '../metrics.js';
@@ -72,33 +65,26 @@ export async function createHttp(options: HttpOptions): Promise<FastifyInstance>
       return holds === undefined ? 'off' : holds ? 'holder' : 'standby';
     },
   });
-  // Each use of the retiring admin token is counted and logged with its route, so the operator finishing a
-  // rotation sees which client still sends the old token, and when none does.
-  const onPreviousTokenUsed = (request: FastifyRequest) => {
-    metrics.adminPreviousTokenUses.inc();
-    log.warn(
-      { method: request.method, url: request.url, remote: request.ip },
-      'admin request authorised by ADMIN_TOKEN_PREVIOUS: switch this client to ADMIN_TOKEN',
-    );
-  };
-  registerOperatorReads(app, {
-    metricsToken: config.metricsToken,
-    adminToken: config.adminToken,
-    adminTokenPrevious: config.adminTokenPrevious,
-    onPreviousTokenUsed,
-    metrics: async (reply) => {
-      await probeDependencies({ pool, redis, metrics });
-      return reply.type(metrics.registry.contentType).send(await metrics.registry.metrics());
-    },
-    flags: () => ({ node: config.nodeId, ...options.flags.report() }),
+  app.get('/metrics', async (_request, reply) => {
+    await probeDependencies({ pool, redis, metrics });
+    return reply.type(metrics.registry.contentType).send(await metrics.registry.metrics());
   });
   registerHook(app, rows.presence, rows.limits, metrics);
+  app.get('/flags', async () => ({ node: config.nodeId, ...options.flags.report() }));
   if (config.adminTokenPrevious !== undefined)
     log.warn('ADMIN_TOKEN_PREVIOUS is set: the retiring admin token is accepted until it is removed');
   registerAdmin(app, {
     adminToken: config.adminToken,
     adminTokenPrevious: config.adminTokenPrevious,
-    onPreviousTokenUsed,
+    // Each use is counted and logged with its route, so the operator finishing a rotation sees which
+    // client still sends the old token, and when none does.
+    onPreviousTokenUsed: (request) => {
+      metrics.adminPreviousTokenUses.inc();
+      log.warn(
+        { method: request.method, url: request.url, remote: request.ip },
+        'admin request authorised by ADMIN_TOKEN_PREVIOUS: switch this client to ADMIN_TOKEN',
+      );
+    },
     directory: options.directory,
     pool,
     onHomeRegionSet: (meshId, change) =>

@@ -216,10 +216,6 @@ export class LocalPresence implements Presence {
       if (session.identity.memberId === memberId) await this.leave(session.identity);
   }
 
-  async isLive(sessionId: string): Promise<boolean> {
-    return this.sessions.has(sessionId);
-  }
-
   async setStatus(sessionId: string, status: string): Promise<boolean> {
     const session = this.sessions.get(sessionId);
     if (!session) return false;

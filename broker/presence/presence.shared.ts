@@ -274,11 +274,6 @@ export class SharedPresence implements Presence {
     );
   }
 
-  async isLive(sessionId: string): Promise<boolean> {
-    const result = await this.options.pool.query('SELECT 1 FROM presence WHERE session_id = $1', [sessionId]);
-    return result.rows.length > 0;
-  }
-
   async setStatus(sessionId: string, status: string): Promise<boolean> {
     const result = await this.options.pool.query<Row>(
       `UPDATE presence p SET status = $2 FROM members m WHERE m.id = p.member_id AND p.session_id = $1

@@ -51,8 +51,6 @@ export interface Presence extends Lifecycle {
   leaveMember(memberId: number): Promise<void>;
   /** Records a session's reported status and emits `peer.status`; false when the session is unknown. */
   setStatus(sessionId: string, status: string): Promise<boolean>;
-  /** Whether the session is live (connected or in its grace period): a read, nothing written. */
-  isLive(sessionId: string): Promise<boolean>;
   /** Binds `sessionId` to `memberId` (or confirms it); false when it belongs to another member. */
   bindSession(sessionId: string, memberId: number): Promise<boolean>;
   /** A hello's member lookup and `bindSession` in one round trip (nothing written for a non-member). */

@@ -15,7 +15,6 @@ type Env = Record<string, string | undefined>;
 export const SECRET_VARIABLES = [
   'ADMIN_TOKEN',
   'ADMIN_TOKEN_PREVIOUS',
-  'METRICS_TOKEN',
   'BUS_SECRET',
   'BUS_SECRET_PREVIOUS',
   'DATABASE_URL',

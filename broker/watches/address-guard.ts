@@ -21,12 +21,10 @@ export class ForbiddenTargetError extends Error {
     readonly address: string,
     readonly reason: string,
   ) {
-    // The resolved address stays out of the text (it is the member's answer and the poll's recorded
-    // error): what a name resolves to inside the node's network is not the member's to learn.
     super(
       host === address
         ? `watch target ${address} is ${reason}`
-        : `watch target ${host} resolves to ${reason}`,
+        : `watch target ${host} resolves to ${address}, which is ${reason}`,
     );
   }
 }

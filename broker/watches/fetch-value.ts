@@ -3,7 +3,6 @@ import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { WatchMode } from '../../protocol/requests.js';
 import { assertLiteralAllowed, guardedLookup, parseTarget } from './address-guard.js';
-import { describeFetchError } from './fetch-error.js';
 
 /**
  * What a poll reduces the response to (`watch.create`'s mode): its status code, a body digest, or a (part
@@ -63,7 +62,7 @@ function get(target: URL, readBody: boolean, options: FetchOptions): Promise<Htt
     }
     const tooLarge = () => new Error(`response larger than ${options.maxBytes} bytes`);
 
-    request.on('error', (error) => fail(describeFetchError(error)));
+    request.on('error', fail);
     request.on('response', (response: IncomingMessage) => {
       const status = response.statusCode ?? 0;
       if (!readBody) {

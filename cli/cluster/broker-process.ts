@@ -73,9 +73,8 @@ export class BrokerProcess {
   /** Starts `workbench broker`; `waitHealthy` says when it serves. */
   static spawn(options: BrokerSpawnOptions): BrokerProcess {
     const child = spawnWorkbench(['broker'], {
-      // HOST and PORT last: the process listens where its `url` says, on loopback whatever HOST the
-      // caller's shell has (zsh sets it to the machine's name, an address other machines reach).
-      env: { ...process.env, ...options.env, HOST: '127.0.0.1', PORT: String(options.port) },
+      // PORT last: the process listens where its `url` says.
+      env: { ...process.env, ...options.env, PORT: String(options.port) },
       cwd: options.cwd,
       output: options.output,
       detached: options.detached,

@@ -71,12 +71,6 @@ export interface ClusterFile {
    * in its environment, never on a command line; kept here (a private file) so a restarted node gets it.
    */
   busSecret: string;
-  /**
-   * The cluster's METRICS_TOKEN, random per cluster: what a scraper presents on the nodes' `/metrics` and
-   * `/flags` (the local Prometheus reads it from `.workbench/prometheus/metrics-token`); absent in the
-   * cluster file of an older release.
-   */
-  metricsToken?: string;
   flagsEnv: string;
   flagsDir: string;
   /** Broker settings the nodes started with beyond the cluster's own, so a restarted node gets them again. */
@@ -264,10 +258,9 @@ export function prepareState(
 
 /** The broker settings every node of a local cluster shares beyond its own (recorded as `brokerEnv`). */
 export function clusterBrokerEnv(extra: Record<string, string> = {}): Record<string, string> {
-  // Private watch targets stay refused as on any node (loopback is private): a member of a local cluster
-  // must not reach its admin API, Redis or Postgres through a watch. `WATCH_ALLOW_PRIVATE=true workbench
-  // up` allows them (the smoke suite's watch checks need it: their target is on loopback).
   return {
+    // A local cluster runs on loopback, where every address is private: let its watches reach it.
+    WATCH_ALLOW_PRIVATE: 'true',
     ...Object.fromEntries(
       TUNABLE_BROKER_SETTINGS.flatMap((name) => (process.env[name] ? [[name, process.env[name]!]] : [])),
     ),
@@ -344,7 +337,6 @@ export async function up(options: UpOptions): Promise<ClusterFile> {
       redisKeyPrefix,
       adminToken: randomBytes(24).toString('hex'),
       busSecret: randomBytes(32).toString('hex'),
-      metricsToken: randomBytes(24).toString('hex'),
       flagsEnv,
       flagsDir: join(dir, 'flags'),
       brokerEnv,
@@ -432,7 +424,6 @@ export function clusterFileOf(
     redisKeyPrefix: base.redisKeyPrefix,
     adminToken: base.adminToken,
     busSecret: base.busSecret,
-    ...(base.metricsToken ? { metricsToken: base.metricsToken } : {}),
     flagsEnv: base.flagsEnv,
     flagsDir: base.flagsDir,
     brokerEnv: base.brokerEnv,
@@ -498,7 +489,6 @@ export type BrokerBase = Pick<
   | 'redisKeyPrefix'
   | 'adminToken'
   | 'busSecret'
-  | 'metricsToken'
   | 'flagsEnv'
   | 'flagsDir'
   | 'brokerEnv'
@@ -525,7 +515,6 @@ export function spawnBroker(
       REDIS_KEY_PREFIX: base.redisKeyPrefix,
       ADMIN_TOKEN: base.adminToken,
       BUS_SECRET: base.busSecret,
-      ...(base.metricsToken ? { METRICS_TOKEN: base.metricsToken } : {}),
       FLAGS_ENV: base.flagsEnv,
       FLAGS_DIR: base.flagsDir,
       STATE_DIR: stateDir(base.cwd),

@@ -18,7 +18,6 @@ export const prometheusTargetsPath = (cwd = process.cwd()) =>
 
 interface Targeted {
   flagsEnv: string;
-  metricsToken?: string;
   nodes: Array<{ id: string; url: string; region?: string }>;
 }
 
@@ -41,22 +40,10 @@ export function prometheusTargets(
   }));
 }
 
-/**
- * The cluster's METRICS_TOKEN for the scrape job's `authorization.credentials_file`
- * (`.workbench/prometheus/metrics-token`, 0600): the nodes answer /metrics only with it.
- */
-export const prometheusTokenPath = (cwd = process.cwd()) =>
-  join(stateDir(cwd), 'prometheus', 'metrics-token');
-
 /** Written aside and renamed into place: Prometheus may read it at any moment. JSON is YAML. */
 export function writePrometheusTargets(cwd: string, cluster: Targeted): void {
   const path = prometheusTargetsPath(cwd);
   mkdirSync(join(stateDir(cwd), 'prometheus'), { recursive: true, mode: 0o700 });
-  if (cluster.metricsToken !== undefined) {
-    const tokenAside = `${prometheusTokenPath(cwd)}.${process.pid}.tmp`;
-    writeFileSync(tokenAside, cluster.metricsToken, { mode: 0o600 });
-    renameSync(tokenAside, prometheusTokenPath(cwd));
-  }
   const aside = `${path}.${process.pid}.tmp`;
   writeFileSync(aside, `${JSON.stringify(prometheusTargets(cluster), null, 2)}\n`);
   renameSync(aside, path);
@@ -64,5 +51,4 @@ export function writePrometheusTargets(cwd: string, cluster: Targeted): void {
 
 export function removePrometheusTargets(cwd: string): void {
   rmSync(prometheusTargetsPath(cwd), { force: true });
-  rmSync(prometheusTokenPath(cwd), { force: true });
 }

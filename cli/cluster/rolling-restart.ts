@@ -14,7 +14,6 @@
  * whole cluster did before the drain.
  */
 import { createPool, type Pool } from '../../broker/db/pool.js';
-import { operatorGet } from '../operator-reads.js';
 import type { NodeControl, SmokeTarget } from '../smoke/context.js';
 
 export interface RollingRestartOptions {
@@ -120,7 +119,7 @@ async function restartOne(pool: Pool, options: RollingRestartOptions, id: string
   };
   const t0 = Date.now();
   try {
-    const before = await sessionsBefore(pool, id, options.target);
+    const before = await sessionsBefore(pool, id, options.target.nodes);
     result.source = before.source;
     result.sessions = before.count;
     await step(`stopping ${id}`, options.control.stop(id));
@@ -168,13 +167,12 @@ interface Before {
  * What the node holds before its drain. Presence rows when the node has any; when it has none but its
  * gauge says it holds sessions, presence is not shared (`ha.presence` off) and the gauges are used.
  */
-async function sessionsBefore(pool: Pool, id: string, target: SmokeTarget): Promise<Before> {
-  const { nodes } = target;
+async function sessionsBefore(pool: Pool, id: string, nodes: SmokeTarget['nodes']): Promise<Before> {
   const rows = await pool.query<{ session_id: string }>(
     'SELECT session_id FROM presence WHERE node_id = $1 AND disconnected_at IS NULL',
     [id],
   );
-  const gauges = await Promise.all(nodes.map((n) => connectionsOf(n.url, target.adminToken)));
+  const gauges = await Promise.all(nodes.map((n) => connectionsOf(n.url)));
   const own = gauges[nodes.findIndex((n) => n.id === id)] ?? 0;
   if (rows.rows.length > 0 || own === 0) {
     const sessionIds = rows.rows.map((r) => r.session_id);
@@ -197,7 +195,7 @@ async function waitResumed(
     const done =
       before.source === 'presence'
         ? await presenceResumed(pool, before.sessionIds, id, result)
-        : await gaugesResumed(before, others, result, options.target.adminToken);
+        : await gaugesResumed(before, others, result);
     if (done) return;
     if (Date.now() > deadline)
       throw new StepFailed(
@@ -226,9 +224,8 @@ async function gaugesResumed(
   before: Before,
   others: SmokeTarget['nodes'],
   result: NodeRestart,
-  token: string,
 ): Promise<boolean> {
-  const held = (await Promise.all(others.map((n) => connectionsOf(n.url, token)))).reduce((a, b) => a + b, 0);
+  const held = (await Promise.all(others.map((n) => connectionsOf(n.url)))).reduce((a, b) => a + b, 0);
   result.resumed = Math.max(0, Math.min(before.count, held - (before.clusterTotal - before.count)));
   return held >= before.clusterTotal;
 }
@@ -276,9 +273,9 @@ async function healthOf(url: string, timeoutMs: number): Promise<string> {
 }
 
 /** The node's sessions, its `mesh_broker_connections` series summed; 0 when it does not answer. */
-export async function connectionsOf(url: string, token: string): Promise<number> {
+export async function connectionsOf(url: string): Promise<number> {
   try {
-    const text = await (await operatorGet(`${url}/metrics`, token, 5000)).text();
+    const text = await (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5000) })).text();
     let total = 0;
     for (const match of text.matchAll(/^mesh_broker_connections(?:\{[^}]*\})? (\S+)$/gm))
       total += Number(match[1]);

@@ -96,7 +96,6 @@ async function runFuzzCommand({ values, positionals }: Parsed<typeof OPTIONS>): 
       ? { results: [] as AbuseResult[], findings: [] }
       : await runAbuseCases({
           url,
-          adminToken,
           meshId: meshId!,
           attackers,
           good,

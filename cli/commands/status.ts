@@ -15,7 +15,6 @@ import { defineCommand, type OptionSpec, type Parsed, UsageError } from '../args
 import { readChains, readOwnership } from '../cluster/ownership.js';
 import { readShadowAgreement, type ShadowAgreement, shadowRowText } from '../cluster/shadow-agreement.js';
 import { NODE_TIMEOUT_MS, resolveEnvironment } from '../environments/environment.js';
-import { operatorGet } from '../operator-reads.js';
 import { measurementText, type PromotionActivity, readPromotionActivity } from '../promotion/activity.js';
 import { currentPhase } from '../promotion/promote.js';
 
@@ -74,12 +73,14 @@ async function runStatusCommand({ values, positionals }: Parsed<typeof OPTIONS>)
           backgroundWork: string;
         };
         const flags = (await (
-          await operatorGet(`${node.url}/flags`, target.adminToken, NODE_TIMEOUT_MS)
+          await fetch(`${node.url}/flags`, { signal: AbortSignal.timeout(NODE_TIMEOUT_MS) })
         ).json()) as {
           flags: Record<string, { value: boolean; acting: boolean }>;
         };
         // Only for the lag: a node whose /metrics does not answer still has its health shown.
-        const metricsText = await operatorGet(`${node.url}/metrics`, target.adminToken, NODE_TIMEOUT_MS)
+        const metricsText = await fetch(`${node.url}/metrics`, {
+          signal: AbortSignal.timeout(NODE_TIMEOUT_MS),
+        })
           .then((r) => r.text())
           .catch(() => '');
         const disagreements = Object.entries(flags.flags)

@@ -13,7 +13,6 @@ import { FLAGS, type FlagKey } from '../../flags/registry.js';
 import type { ClusterFile } from '../cluster/local.js';
 import { type Chains, type Ownership, readChains, readOwnership } from '../cluster/ownership.js';
 import { readShadowAgreement, type ShadowAgreement } from '../cluster/shadow-agreement.js';
-import { operatorGet } from '../operator-reads.js';
 import { type PromotionActivity, readPromotionActivity } from '../promotion/activity.js';
 import { currentPhase } from '../promotion/promote.js';
 import { clusterSample, RateHistory, type RateHistoryView } from './history.js';
@@ -71,16 +70,13 @@ export interface Snapshot {
   errors: string[];
 }
 
-/** A node's read; `token` for /flags and /metrics (broker/http/operator.ts), none for /health. */
-async function getJson<T>(url: string, token?: string): Promise<T> {
-  const response = token
-    ? await operatorGet(url, token, NODE_TIMEOUT_MS)
-    : await fetch(url, { signal: AbortSignal.timeout(NODE_TIMEOUT_MS) });
+async function getJson<T>(url: string): Promise<T> {
+  const response = await fetch(url, { signal: AbortSignal.timeout(NODE_TIMEOUT_MS) });
   return (await response.json()) as T;
 }
 
-async function getText(url: string, token: string): Promise<string> {
-  return (await operatorGet(url, token, NODE_TIMEOUT_MS)).text();
+async function getText(url: string): Promise<string> {
+  return (await fetch(url, { signal: AbortSignal.timeout(NODE_TIMEOUT_MS) })).text();
 }
 
 export class ClusterWatcher {
@@ -198,8 +194,8 @@ export class ClusterWatcher {
     try {
       const [health, flags, metrics] = await Promise.all([
         getJson<{ status: string; backgroundWork: string }>(`${node.url}/health`),
-        getJson<{ flags: NodeView['flags'] }>(`${node.url}/flags`, this.cluster.adminToken),
-        getText(`${node.url}/metrics`, this.cluster.adminToken),
+        getJson<{ flags: NodeView['flags'] }>(`${node.url}/flags`),
+        getText(`${node.url}/metrics`),
       ]);
       const interval = this.rates.observe(node.id, metrics, Date.now());
       const view: NodeView = {

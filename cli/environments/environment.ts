@@ -231,8 +231,7 @@ export function localEnvironment(cwd: string): Environment | undefined {
         stop: (node) => stopNode(cwd, node, 'SIGTERM'),
         start: (node) => startNode(cwd, node),
       },
-      // Only where the nodes may fetch loopback; else the watch checks are skipped, naming why.
-      ...(cluster.brokerEnv?.WATCH_ALLOW_PRIVATE === 'true' ? { watchTargetHost: '127.0.0.1' } : {}),
+      watchTargetHost: '127.0.0.1',
     },
     flags: fileFlagsAccess(cluster.flagsDir, cluster.flagsEnv),
     push: { redisUrl: redis.url, clusterNodes: redis.clusterNodes, keyPrefix: cluster.redisKeyPrefix },

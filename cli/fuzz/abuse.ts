@@ -15,7 +15,6 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type MemberKeys, MeshClient, signHello } from '@mesh-broker/sdk';
 import { WebSocket } from 'ws';
-import { operatorGet } from '../operator-reads.js';
 import type { Finding } from './run.js';
 
 export const ABUSE_CASES = ['amplification', 'slow-reader', 'flood'] as const;
@@ -23,8 +22,6 @@ export type AbuseCase = (typeof ABUSE_CASES)[number];
 
 export interface AbuseOptions {
   url: string;
-  /** The node's admin token: its /metrics (the RSS) answer only with it. */
-  adminToken: string;
   meshId: string;
   /** Members that attack (at least 3); the first two of `good` exchange DMs throughout. */
   attackers: MemberKeys[];
@@ -105,8 +102,8 @@ class AttackSocket {
   }
 }
 
-async function rssOf(url: string, token: string): Promise<number> {
-  const text = await (await operatorGet(`${url}/metrics`, token, 5000)).text();
+async function rssOf(url: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5000) })).text();
   const match = /^mesh_broker_process_process_resident_memory_bytes\{[^}]*\} (\S+)$/m.exec(text);
   if (!match) throw new Error('the node reports no resident memory in /metrics');
   return Number(match[1]);
@@ -224,10 +221,10 @@ export async function runAbuseCases(
   try {
     for (const [index, name] of options.cases.entries()) {
       const finding = (problem: string) => findings.push({ index, kind: `abuse ${name}`, problem });
-      const rssBefore = await rssOf(options.url, options.adminToken);
+      const rssBefore = await rssOf(options.url);
       let peak = rssBefore;
       const sampler = setInterval(() => {
-        rssOf(options.url, options.adminToken).then(
+        rssOf(options.url).then(
           (rss) => {
             peak = Math.max(peak, rss);
           },
@@ -262,7 +259,7 @@ export async function runAbuseCases(
       for (const socket of sockets) socket.close();
       await sleep(500);
       clearInterval(sampler);
-      peak = Math.max(peak, await rssOf(options.url, options.adminToken));
+      peak = Math.max(peak, await rssOf(options.url));
       const growth = peak - rssBefore;
       if (growth > options.rssBoundBytes)
         finding(`the node's RSS grew by ${mib(growth)} MiB (bound ${mib(options.rssBoundBytes)} MiB)`);

@@ -6,7 +6,6 @@
  */
 import { FLAG_KEYS, type FlagKey, phasePreset } from '../../flags/registry.js';
 import { type Environment, NODE_TIMEOUT_MS } from '../environments/environment.js';
-import { operatorGet } from '../operator-reads.js';
 import { CHECK_NAMES, type Expectations } from '../smoke/run.js';
 import type { Analysis } from './analysis/spec.js';
 import { describeAnalysis } from './analysis/stage.js';
@@ -44,7 +43,7 @@ async function flagChanges(environment: Environment, to: number): Promise<Promot
   return Promise.all(
     environment.target.nodes.map(async (node) => {
       const report = (await (
-        await operatorGet(`${node.url}/flags`, environment.target.adminToken, NODE_TIMEOUT_MS)
+        await fetch(`${node.url}/flags`, { signal: AbortSignal.timeout(NODE_TIMEOUT_MS) })
       ).json()) as { flags: Record<string, { acting: boolean }> };
       const changes = FLAG_KEYS.map((flag) => ({
         flag,

@@ -13,7 +13,6 @@ import { CLUSTER_CHAIN_ID, changeFlag } from '../../flags/changes.js';
 import { FLAG_KEYS, type FlagValues, phasePreset } from '../../flags/registry.js';
 import { UsageError } from '../args.js';
 import { type Environment, NODE_TIMEOUT_MS } from '../environments/environment.js';
-import { operatorGet } from '../operator-reads.js';
 import { type CheckResult, type Expectations, runSmoke } from '../smoke/run.js';
 import type { AnalysisResult, AnalysisStage, Measurement } from './analysis/run.js';
 import type { Analysis } from './analysis/spec.js';
@@ -147,7 +146,7 @@ export async function applyPreset(
     const acting = await Promise.all(
       environment.target.nodes.map(async (node) => {
         const report = (await (
-          await operatorGet(`${node.url}/flags`, environment.target.adminToken, NODE_TIMEOUT_MS)
+          await fetch(`${node.url}/flags`, { signal: AbortSignal.timeout(NODE_TIMEOUT_MS) })
         ).json()) as {
           flags: Record<string, { acting: boolean }>;
         };

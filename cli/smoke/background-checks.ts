@@ -5,7 +5,6 @@
  */
 import { type MeshClient, MeshRequestError } from '@mesh-broker/sdk';
 import type { Frame } from '../../protocol/frames.js';
-import { operatorGet } from '../operator-reads.js';
 import {
   type Check,
   CheckFailed,
@@ -65,7 +64,7 @@ async function capFallbacks(context: SmokeContext): Promise<number> {
   let total = 0;
   for (const node of context.target.nodes)
     total += counterSum(
-      await metricsOf(node.url, context.target.adminToken),
+      await metricsOf(node.url),
       'mesh_broker_redis_fallback_total',
       'row="connection-cap"',
     );
@@ -128,7 +127,7 @@ export const BACKGROUND_CHECKS: Check[] = [
       // The lease gates only local background work (docs/active-lease.md): with shared schedules every node
       // fires, each occurrence claimed once in Postgres, and there is no standby to check.
       const first = context.target.nodes[0]!;
-      const flags = (await (await operatorGet(`${first.url}/flags`, context.target.adminToken)).json()) as {
+      const flags = (await (await fetch(`${first.url}/flags`)).json()) as {
         flags?: Record<string, { acting?: boolean }>;
       };
       if (flags.flags?.['ha.schedules']?.acting)

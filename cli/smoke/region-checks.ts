@@ -21,11 +21,7 @@ export const REGION_CHECKS: Check[] = [
       // to show (n/a: one region, or DATABASE_READ_URL unset).
       let node: { id: string; url: string } | undefined;
       for (const candidate of context.target.nodes) {
-        if (
-          /^mesh_broker_replica_lag_seconds[{ ]/m.test(
-            await metricsOf(candidate.url, context.target.adminToken),
-          )
-        ) {
+        if (/^mesh_broker_replica_lag_seconds[{ ]/m.test(await metricsOf(candidate.url))) {
           node = candidate;
           break;
         }
@@ -33,9 +29,9 @@ export const REGION_CHECKS: Check[] = [
       if (!node) throw new NotApplicable('no node reads a replica (DATABASE_READ_URL unset everywhere)');
       const mesh = await context.mesh(1);
       const peer = await context.peer(node.url, mesh, mesh.members[0]!);
-      const before = replicaReads(await metricsOf(node.url, context.target.adminToken));
+      const before = replicaReads(await metricsOf(node.url));
       const peers = await peer.peers();
-      const after = replicaReads(await metricsOf(node.url, context.target.adminToken));
+      const after = replicaReads(await metricsOf(node.url));
       if (after <= before)
         throw new CheckFailed(
           `peers.list on ${node.id} was served by the primary: mesh_broker_region_reads_total{pool="replica"} stayed at ${before}`,

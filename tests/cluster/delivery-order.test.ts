@@ -3,7 +3,6 @@ import { LossyRedisProxy } from '../../cli/proxies/lossy-redis-proxy.js';
 import type { FlagKey } from '../../flags/registry.js';
 import { TestCluster } from '../helpers/cluster.js';
 import { closeAllClients, connectPeer } from '../helpers/mesh.js';
-import { nodeRead } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { ThrowawayRedis } from '../helpers/redis-server.js';
 import { seriesValue } from '../helpers/verifier.js';
@@ -35,7 +34,7 @@ afterAll(async () => {
 const ws = (id: string) => cluster.node(id).wsUrl;
 const acting = async (id: string, flag: FlagKey) =>
   (
-    (await (await nodeRead(`${cluster.node(id).url}/flags`)).json()) as {
+    (await (await fetch(`${cluster.node(id).url}/flags`)).json()) as {
       flags: Record<string, { acting: boolean }>;
     }
   ).flags[flag]?.acting === true;
@@ -131,7 +130,7 @@ describe('sender order across a missed wake-up', () => {
       }
       expect(bodies.length).toBe(2 * count + 1);
       // The gaps were read from Postgres, not left to the (one-minute) periodic check.
-      const metrics = await (await nodeRead(`${lossy.node('w2').url}/metrics`)).text();
+      const metrics = await (await fetch(`${lossy.node('w2').url}/metrics`)).text();
       expect(
         seriesValue(metrics, 'mesh_broker_deliveries_total', { node: 'w2', path: 'backlog' }),
       ).toBeGreaterThan(0);

@@ -2,7 +2,6 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Frame } from '../../protocol/frames.js';
 import { TestCluster } from '../helpers/cluster.js';
 import { closeAllClients, connectPeer } from '../helpers/mesh.js';
-import { nodeRead } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -91,7 +90,7 @@ describe('active/passive with ha.active-lease on', () => {
     await waitFor(async () => (await counts(ids)).every((n) => n > 0), { timeoutMs: 5000 });
     await onePollLater('primary');
     expect(await counts(ids)).toEqual(Array(20).fill(1));
-    const metrics = await (await nodeRead(`${cluster.node('primary').url}/metrics`)).text();
+    const metrics = await (await fetch(`${cluster.node('primary').url}/metrics`)).text();
     expect(metrics).toContain('mesh_broker_active_lease_held{node="primary"} 1');
   });
 

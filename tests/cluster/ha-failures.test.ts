@@ -3,7 +3,6 @@ import type { FlagKey } from '../../flags/registry.js';
 import { TestCluster } from '../helpers/cluster.js';
 import { helloFrame } from '../helpers/hello.js';
 import { closeAllClients, connectPeer } from '../helpers/mesh.js';
-import { nodeRead } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { RawSocket } from '../helpers/raw.js';
 import { ThrowawayRedis } from '../helpers/redis-server.js';
@@ -61,9 +60,9 @@ describe('HA part 1 under failures', () => {
     );
     // Bound: DELIVERY_CHECK_MS (500) + two queries; generous here, the figure is the point.
     expect(Math.max(...delays)).toBeLessThan(3000);
-    const metrics = await (await nodeRead(`${cluster.node('n1').url}/metrics`)).text();
+    const metrics = await (await fetch(`${cluster.node('n1').url}/metrics`)).text();
     expect(metrics).toMatch(/mesh_broker_bus_publish_failures_total\{node="n1"\} [1-9]/);
-    const receiving = await (await nodeRead(`${cluster.node('n2').url}/metrics`)).text();
+    const receiving = await (await fetch(`${cluster.node('n2').url}/metrics`)).text();
     expect(receiving).toMatch(/mesh_broker_deliveries_total\{path="backlog",node="n2"\} [1-9]/);
     await redis.restart();
     await waitFor(
@@ -102,7 +101,7 @@ describe('HA part 1 under failures', () => {
     };
     expect(await admitted('n1', [0, 1, 2, 3])).toBe(3);
     expect(await admitted('n2', [4, 5, 6, 7])).toBe(3); // per node: 6 in the mesh meanwhile
-    const metrics = await (await nodeRead(`${cluster.node('n2').url}/metrics`)).text();
+    const metrics = await (await fetch(`${cluster.node('n2').url}/metrics`)).text();
     expect(metrics).toMatch(/mesh_broker_redis_fallback_total\{row="connection-cap",node="n2"\} [1-9]/);
     await redis.restart();
     await waitFor(

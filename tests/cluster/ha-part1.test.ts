@@ -4,7 +4,6 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { HA_PART1_FLAGS, TestCluster } from '../helpers/cluster.js';
 import { helloFrame, rawSession } from '../helpers/hello.js';
 import { closeAllClients, connectPeer } from '../helpers/mesh.js';
-import { nodeRead } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { RawSocket } from '../helpers/raw.js';
 import { seriesValue } from '../helpers/verifier.js';
@@ -39,7 +38,7 @@ const ws = (id: string) => cluster.node(id).wsUrl;
 
 /** One series of a node's GET /metrics (labels: a subset to match), or 0 when absent. */
 async function metric(id: string, name: string, labels: Record<string, string> = {}): Promise<number> {
-  const text = await (await nodeRead(`${cluster.node(id).url}/metrics`)).text();
+  const text = await (await fetch(`${cluster.node(id).url}/metrics`)).text();
   return seriesValue(text, name, { ...labels, node: id }) ?? 0;
 }
 

@@ -3,7 +3,6 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { TestCluster } from '../helpers/cluster.js';
 import { closeAllClients, connectPeer } from '../helpers/mesh.js';
-import { nodeRead } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { seriesValue } from '../helpers/verifier.js';
 import { waitFor } from '../helpers/wait.js';
@@ -68,7 +67,7 @@ describe('shared watches behind the active lease', () => {
       { timeoutMs: 10_000, what: 'two watches per node' },
     );
     for (const id of ['l1', 'l2', 'l3']) {
-      const text = await (await nodeRead(`${cluster.node(id).url}/metrics`)).text();
+      const text = await (await fetch(`${cluster.node(id).url}/metrics`)).text();
       expect(seriesValue(text, 'mesh_broker_watches_owned', { node: id })).toBe(2);
     }
   });

@@ -355,7 +355,7 @@ describe('workbench up/down with HAProxy from the Traefik file', () => {
     const restartedUrl = cluster.nodes[0]!.url;
     await waitFor(
       async () => {
-        const text = await scrape(restartedUrl, cluster.adminToken).catch(() => '');
+        const text = await scrape(restartedUrl).catch(() => '');
         const checks = ['ok', 'standby', 'unavailable', 'draining'].map(
           (status) => seriesValue(text, 'mesh_broker_health_checks_total', { route: 'active', status }) ?? 0,
         );

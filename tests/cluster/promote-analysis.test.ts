@@ -19,7 +19,6 @@ import { runWorkbench } from '../helpers/cli.js';
 import { FAST_CLUSTER } from '../helpers/cluster.js';
 import { writeEnvironmentFile } from '../helpers/environments.js';
 import { closeAllClients, connectPeer, type TestMesh } from '../helpers/mesh.js';
-import { nodeRead } from '../helpers/nodes.js';
 import { freePort } from '../helpers/ports.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
@@ -290,7 +289,7 @@ describe('promote --analysis against a real Prometheus', () => {
     expect(bake.at(-1).values[0]).toBeGreaterThanOrEqual(0.04);
     // Rolled back: phase 2's flags, on every node.
     for (const node of cluster().nodes) {
-      const report = (await (await nodeRead(`${node.url}/flags`, cluster().adminToken)).json()) as {
+      const report = (await (await fetch(`${node.url}/flags`)).json()) as {
         flags: Record<string, { acting: boolean }>;
       };
       expect(report.flags['ha.streams']?.acting).toBe(phasePreset(2)['ha.streams']);
@@ -383,9 +382,7 @@ describe('promote --analysis against a real Prometheus', () => {
     const status = await runWorkbench(['status', '--env', 'local', '--json'], env, cwd);
     expect(JSON.parse(status.stdout).phase, status.stdout + status.stderr).toBe(3);
     const acting = async () => {
-      const report = (await (
-        await nodeRead(`${cluster().nodes[0]!.url}/flags`, cluster().adminToken)
-      ).json()) as {
+      const report = (await (await fetch(`${cluster().nodes[0]!.url}/flags`)).json()) as {
         flags: Record<string, { acting: boolean }>;
       };
       return report.flags['ha.streams']?.acting;

@@ -13,7 +13,6 @@ import { runWorkbench } from '../helpers/cli.js';
 import { HA_PART1_FLAGS, TestCluster } from '../helpers/cluster.js';
 import { inOperatorDir, writeEnvironmentFile } from '../helpers/environments.js';
 import { closeAllClients, connectPeer } from '../helpers/mesh.js';
-import { nodeRead } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { ThrowawayRedisCluster } from '../helpers/redis-cluster.js';
 import { seriesValue } from '../helpers/verifier.js';
@@ -47,7 +46,7 @@ afterAll(async () => {
 const ws = (id: string) => cluster.node(id).wsUrl;
 
 async function metric(id: string, name: string, labels: Record<string, string> = {}): Promise<number> {
-  const text = await (await nodeRead(`${cluster.node(id).url}/metrics`)).text();
+  const text = await (await fetch(`${cluster.node(id).url}/metrics`)).text();
   return seriesValue(text, name, { ...labels, node: id }) ?? 0;
 }
 

@@ -17,7 +17,6 @@ import type { ClusterFile } from '../../cli/cluster/local.js';
 import { createLoadMeshes } from '../../cli/load/setup.js';
 import { runWorkbench } from '../helpers/cli.js';
 import { FAST_CLUSTER } from '../helpers/cluster.js';
-import { nodeRead } from '../helpers/nodes.js';
 import { listening, stillRunning } from '../helpers/process.js';
 import { waitForOrGiveUp } from '../helpers/wait.js';
 
@@ -179,11 +178,9 @@ describe('workbench up --phase 4 (two simulated regions)', { timeout: 240_000 },
     // own: all four count (two on A's Redis, two on B's). (The file provider's own file watch would
     // bring the flip to a node on this machine anyway: the count is what shows the push reached B.)
     const flagValueIn = async (url: string) =>
-      (
-        (await (await nodeRead(`${url}/flags`, cluster.adminToken)).json()) as {
-          flags: Record<string, { value: boolean }>;
-        }
-      ).flags['ha.regions']!.value;
+      ((await (await fetch(`${url}/flags`)).json()) as { flags: Record<string, { value: boolean }> }).flags[
+        'ha.regions'
+      ]!.value;
     for (const state of ['off', 'on'] as const) {
       const set = await runWorkbench(
         ['flags', 'set', 'ha.regions', state, '--env', cluster.flagsEnv],

@@ -28,7 +28,7 @@ import { renderFlagsDocument } from '../../flags/document.js';
 import { FLAG_KEYS, type FlagKey, type FlagValues } from '../../flags/registry.js';
 import type { TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh, type TestMesh } from '../helpers/mesh.js';
-import { nodeRead, startNode } from '../helpers/nodes.js';
+import { startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { ThrowawayRedisCluster } from '../helpers/redis-cluster.js';
 import { seriesValue } from '../helpers/verifier.js';
@@ -202,7 +202,7 @@ export class World {
 
   /** One series of a node's /metrics (labels: a subset), or 0 when absent. */
   async metric(node: TestNode, name: string, labels: Record<string, string> = {}): Promise<number> {
-    const text = await (await nodeRead(`${node.url}/metrics`)).text();
+    const text = await (await fetch(`${node.url}/metrics`)).text();
     return seriesValue(text, name, { ...labels, node: node.nodeId }) ?? 0;
   }
 

@@ -3,20 +3,16 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateMemberKeys } from '@mesh-broker/sdk';
-import { FAST_CLUSTER as FAST_TIMINGS } from '../../cli/cluster/fast-timings.js';
+import { FAST_CLUSTER } from '../../cli/cluster/fast-timings.js';
 import { renderFlagsDocument } from '../../flags/document.js';
 import { defaultFlagValues, FLAG_KEYS, type FlagKey, phasePreset } from '../../flags/registry.js';
 import type { NodeProcess } from './cli.js';
 import type { TestMesh } from './mesh.js';
-import { ADMIN_TOKEN, nodeRead, startNode } from './nodes.js';
+import { ADMIN_TOKEN, startNode } from './nodes.js';
 import { waitFor } from './wait.js';
 
-/**
- * The timings shared with `workbench chaos` (cli/cluster/fast-timings.ts), and private watch targets
- * allowed: `workbench up` refuses them by default, and the smoke suite's watch checks serve their target on
- * loopback (tests/process/lb-public-surface.test.ts checks the default).
- */
-export const FAST_CLUSTER: Record<string, string> = { ...FAST_TIMINGS, WATCH_ALLOW_PRIVATE: 'true' };
+/** Shared with `workbench chaos` (cli/cluster/fast-timings.ts). */
+export { FAST_CLUSTER };
 
 /**
  * The fast timings, for the tests that judge every smoke check's verdict (smoke, promote): a Redis call
@@ -67,7 +63,7 @@ export class TestCluster {
       kind: 'process',
       databaseUrl: this.databaseUrl,
       env: {
-        ...FAST_TIMINGS,
+        ...FAST_CLUSTER,
         ...this.env,
         NODE_ID: nodeId,
         FLAGS_DIR: this.flagsDir,
@@ -90,7 +86,7 @@ export class TestCluster {
   async waitActing(nodeId: string, expected: Partial<Record<FlagKey, boolean>>): Promise<void> {
     await waitFor(
       async () => {
-        const report = (await (await nodeRead(`${this.node(nodeId).url}/flags`)).json()) as {
+        const report = (await (await fetch(`${this.node(nodeId).url}/flags`)).json()) as {
           flags: Record<string, { acting: boolean }>;
         };
         return Object.entries(expected).every(([flag, on]) => report.flags[flag]?.acting === on);

@@ -17,7 +17,6 @@ import { loadConfig } from '../../broker/config.js';
 import { BROKER_ROLE, databaseUrlAs } from '../../broker/db/roles.js';
 import type { Logger } from '../../broker/log.js';
 import { BrokerProcess, workbenchMain } from '../../cli/cluster/broker-process.js';
-import { operatorGet } from '../../cli/operator-reads.js';
 import type { FlagKey } from '../../flags/registry.js';
 import { TEST_BUS_SECRET } from './bus-secret.js';
 import { freePort } from './ports.js';
@@ -243,11 +242,6 @@ function loggedLines(output: string): Array<Record<string, unknown>> {
 export function requireBuild(): void {
   const main = workbenchMain();
   if (!existsSync(main)) throw new Error(`${main} is missing: run "npm run build" first`);
-}
-
-/** GET of a node's /metrics or /flags (`url`, whole) with a token they accept: the test admin token by default. */
-export function nodeRead(url: string, token = ADMIN_TOKEN): Promise<Response> {
-  return operatorGet(url, token);
 }
 
 /** The admin API of a node at `url` (in this process or not), with the test admin token. */

@@ -12,7 +12,6 @@ import { join } from 'node:path';
 import { parse } from 'yaml';
 import { packageRoot } from '../../broker/paths.js';
 import { alertRuleFiles } from './alert-rules.js';
-import { ADMIN_TOKEN } from './nodes.js';
 import { freePort } from './ports.js';
 import { waitFor } from './wait.js';
 
@@ -39,21 +38,11 @@ export interface TestPrometheus {
 interface ScrapeConfig {
   job_name: string;
   file_sd_configs?: Array<{ files: string[]; refresh_interval?: string }>;
-  authorization?: { type: string; credentials_file: string };
 }
 
-/**
- * Starts it with `groups` per job name of dashboards/prometheus.yml (a job left out gets an empty list).
- * A job with a credentials file reads `token` from one here (the test nodes' admin token by default, which
- * they accept on /metrics as they would their METRICS_TOKEN).
- */
-export async function startPrometheus(
-  groups: Record<string, TargetGroup[]>,
-  token = ADMIN_TOKEN,
-): Promise<TestPrometheus> {
+/** Starts it with `groups` per job name of dashboards/prometheus.yml (a job left out gets an empty list). */
+export async function startPrometheus(groups: Record<string, TargetGroup[]>): Promise<TestPrometheus> {
   const dir = mkdtempSync(join(tmpdir(), 'wb-prometheus-'));
-  const tokenFile = join(dir, 'metrics-token');
-  writeFileSync(tokenFile, token, { mode: 0o600 });
   const shipped = parse(readFileSync(join(packageRoot(), 'dashboards', 'prometheus.yml'), 'utf8')) as {
     global: Record<string, unknown>;
     scrape_configs: ScrapeConfig[];
@@ -62,11 +51,7 @@ export async function startPrometheus(
   const scrapeConfigs = shipped.scrape_configs.map((job) => {
     const file = targetsFile(job.job_name);
     writeFileSync(file, JSON.stringify(groups[job.job_name] ?? []));
-    return {
-      ...job,
-      file_sd_configs: [{ files: [file], refresh_interval: '1s' }],
-      ...(job.authorization ? { authorization: { ...job.authorization, credentials_file: tokenFile } } : {}),
-    };
+    return { ...job, file_sd_configs: [{ files: [file], refresh_interval: '1s' }] };
   });
   const config = join(dir, 'prometheus.yml');
   writeFileSync(

@@ -9,7 +9,7 @@ import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { helloFrame, rawSession } from '../helpers/hello.js';
 import { closeAllClients, connectPeer, createMesh, type TestMesh } from '../helpers/mesh.js';
-import { type InProcessNode, nodeRead, startNode } from '../helpers/nodes.js';
+import { type InProcessNode, startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { RawSocket } from '../helpers/raw.js';
 import { waitFor, within } from '../helpers/wait.js';
@@ -182,16 +182,14 @@ describe('one socket flooding the node with frames', () => {
     const handled = counter.received;
     expect(handled).toBeGreaterThan(0);
     expect(handled).toBeLessThanOrEqual(BURST + RATE * elapsedS + 15);
-    const metrics = await (await nodeRead(`${node.url}/metrics`)).text();
+    const metrics = await (await fetch(`${node.url}/metrics`)).text();
     expect(metrics).toMatch(/mesh_broker_inbound_pauses_total\{reason="queue"[^}]*\} [1-9]/);
 
     // The flooder goes away: what it queued is not handled for a peer that is not there any more.
     // Measured from when the node saw it go (its sessions gauge drops), not from our side of the socket.
     const sessions = async () =>
       Number(
-        /mesh_broker_connections\{[^}]*\} (\d+)/.exec(
-          await (await nodeRead(`${node.url}/metrics`)).text(),
-        )?.[1],
+        /mesh_broker_connections\{[^}]*\} (\d+)/.exec(await (await fetch(`${node.url}/metrics`)).text())?.[1],
       );
     const before = await sessions();
     flooder.socket.terminate();
@@ -200,7 +198,7 @@ describe('one socket flooding the node with frames', () => {
     const accepted = async () =>
       Number(
         /mesh_broker_messages_accepted_total\{[^}]*\} (\d+)/.exec(
-          await (await nodeRead(`${node.url}/metrics`)).text(),
+          await (await fetch(`${node.url}/metrics`)).text(),
         )?.[1],
       );
     const atClose = await accepted();

@@ -17,7 +17,7 @@ import { TEST_BUS_SECRET } from '../helpers/bus-secret.js';
 import { HA_PART1_FLAGS } from '../helpers/cluster.js';
 import { helloFrame, rawSession } from '../helpers/hello.js';
 import { closeAllClients, createMesh, type TestMesh } from '../helpers/mesh.js';
-import { type InProcessNode, nodeRead, startNode } from '../helpers/nodes.js';
+import { type InProcessNode, startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import type { RawSocket } from '../helpers/raw.js';
 import { waitFor, within } from '../helpers/wait.js';
@@ -158,7 +158,7 @@ describe('a publisher without the bus secret (issue 25, item 1)', () => {
 
 /** `reason`'s count in mesh_broker_bus_rejected_total, scraped from the node's /metrics as Prometheus would. */
 async function rejected(node: { url: string }, reason: string): Promise<number> {
-  const text = await (await nodeRead(`${node.url}/metrics`)).text();
+  const text = await (await fetch(`${node.url}/metrics`)).text();
   const line = new RegExp(
     `^mesh_broker_bus_rejected_total\\{[^}]*reason="${reason}"[^}]*\\} (\\d+)$`,
     'm',

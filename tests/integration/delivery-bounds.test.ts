@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { MeshRequestError } from '@mesh-broker/sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
-import { type InProcessNode, nodeRead, startNode } from '../helpers/nodes.js';
+import { type InProcessNode, startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { seriesValue } from '../helpers/verifier.js';
 import { waitFor } from '../helpers/wait.js';
@@ -55,7 +55,7 @@ describe('the delivery backlog and retention', () => {
     const broadcast = await sender.send('*', 'to all');
     expect(broadcast.recipients).toBe(1);
     await waitFor(() => otherGot.includes('to all'));
-    const metrics = await (await nodeRead(`${node.url}/metrics`)).text();
+    const metrics = await (await fetch(`${node.url}/metrics`)).text();
     expect(seriesValue(metrics, 'mesh_broker_backlog_refused_total', { kind: 'dm' })).toBe(1);
     expect(seriesValue(metrics, 'mesh_broker_backlog_refused_total', { kind: 'broadcast' })).toBe(1);
     // The member connects and acks what it is owed: there is room again.
@@ -121,7 +121,7 @@ describe('the delivery backlog and retention', () => {
       timeoutMs: 10_000,
       what: 'the owed one removed after its ack',
     });
-    const metrics = await (await nodeRead(`${node.url}/metrics`)).text();
+    const metrics = await (await fetch(`${node.url}/metrics`)).text();
     expect(
       seriesValue(metrics, 'mesh_broker_retention_deleted_total', { what: 'messages' }),
     ).toBeGreaterThanOrEqual(2);

@@ -6,7 +6,7 @@ import { renderFlagsDocument } from '../../flags/document.js';
 import { defaultFlagValues } from '../../flags/registry.js';
 import type { Message } from '../../protocol/frames.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
-import { type InProcessNode, nodeRead, startNode } from '../helpers/nodes.js';
+import { type InProcessNode, startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -40,7 +40,7 @@ afterAll(async () => {
 });
 
 async function acting(flag: string): Promise<boolean> {
-  const report = (await (await nodeRead(`${node.url}/flags`)).json()) as {
+  const report = (await (await fetch(`${node.url}/flags`)).json()) as {
     flags: Record<string, { acting: boolean }>;
   };
   return report.flags[flag]!.acting;
@@ -89,7 +89,7 @@ describe('switching rows at runtime under traffic', () => {
       [mesh.meshId],
     );
     expect(sentEvents.rows[0]?.n).toBe(sent);
-    const metrics = await (await nodeRead(`${node.url}/metrics`)).text();
+    const metrics = await (await fetch(`${node.url}/metrics`)).text();
     expect(metrics).toMatch(/mesh_broker_audit_appends_total\{mode="shared",node="[^"]+"\} [1-9]/);
     expect(metrics).toMatch(/mesh_broker_audit_appends_total\{mode="local",node="[^"]+"\} [1-9]/);
   });

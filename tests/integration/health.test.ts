@@ -3,7 +3,7 @@ import { runMigrations } from '../../broker/db/migrate.js';
 import type { TestNode } from '../helpers/broker.js';
 import { helloFrame } from '../helpers/hello.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
-import { nodeRead, startNode } from '../helpers/nodes.js';
+import { startNode } from '../helpers/nodes.js';
 import { ThrowawayPostgres } from '../helpers/pg-cluster.js';
 import { RawSocket } from '../helpers/raw.js';
 import { waitFor } from '../helpers/wait.js';
@@ -59,9 +59,7 @@ describe('/health', () => {
     });
     expect(down.body).toMatchObject({ status: 'unavailable', node: node.nodeId, db: 'down' });
     expect((await fetch(`${node.url}/health/active`)).status).toBe(503);
-    expect(await (await nodeRead(`${node.url}/metrics`)).text()).toMatch(
-      /mesh_broker_db_up\{node="[^"]+"\} 0/,
-    );
+    expect(await (await fetch(`${node.url}/metrics`)).text()).toMatch(/mesh_broker_db_up\{node="[^"]+"\} 0/);
     // A hello meanwhile is closed with 1011 (retry), not left hanging nor refused as if it were bad.
     const socket = await RawSocket.open(node.wsUrl);
     socket.send(helloFrame(mesh, mesh.members[0]!));

@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { TestNode } from '../helpers/broker.js';
 import { helloFrame, rawSession } from '../helpers/hello.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
-import { nodeRead, startNode } from '../helpers/nodes.js';
+import { startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { RawSocket } from '../helpers/raw.js';
 
@@ -40,7 +40,7 @@ describe('limits on one node', () => {
       mesh.meshId,
     ]);
     expect(stored.rows[0]?.n).toBe(10);
-    const metrics = await (await nodeRead(`${node.url}/metrics`)).text();
+    const metrics = await (await fetch(`${node.url}/metrics`)).text();
     expect(metrics).toMatch(/mesh_broker_rate_limited_total\{kind="send",node="[^"]+"\} 2/);
   });
 

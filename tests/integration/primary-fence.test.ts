@@ -18,7 +18,7 @@ import { PostgresPrimary, PostgresReplica } from '../../cli/cluster/pg-replica.j
 import { LatencyProxy } from '../../cli/proxies/latency-proxy.js';
 import type { TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh, type TestMesh } from '../helpers/mesh.js';
-import { nodeRead, startNode } from '../helpers/nodes.js';
+import { startNode } from '../helpers/nodes.js';
 import { freePort } from '../helpers/ports.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -102,7 +102,7 @@ async function health(node: TestNode): Promise<{ status: number; body: Record<st
 }
 
 async function primaryGauge(node: TestNode, state: string): Promise<number | undefined> {
-  const text = await (await nodeRead(`${node.url}/metrics`)).text();
+  const text = await (await fetch(`${node.url}/metrics`)).text();
   const match = new RegExp(`mesh_broker_db_primary\\{[^}]*state="${state}"[^}]*\\} (\\d+)`).exec(text);
   return match ? Number(match[1]) : undefined;
 }
@@ -228,9 +228,7 @@ describe('the primary of record', () => {
     await route.to(replica.port);
     await untilSent(setup, 'on-the-new-primary');
     // The promotion seen: the newest timeline is 2, the state still `primary`.
-    expect(await (await nodeRead(`${node.url}/metrics`)).text()).toMatch(
-      /mesh_broker_db_timeline\{[^}]*\} 2\n/,
-    );
+    expect(await (await fetch(`${node.url}/metrics`)).text()).toMatch(/mesh_broker_db_timeline\{[^}]*\} 2\n/);
     // The old primary comes back as it was: writable, on timeline 1 (the split brain HA must prevent).
     primary.server.start();
     await route.to(primary.port);

@@ -7,7 +7,7 @@ import { renderFlagsDocument } from '../../flags/document.js';
 import { defaultFlagValues } from '../../flags/registry.js';
 import type { TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
-import { nodeRead, startNode } from '../helpers/nodes.js';
+import { startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { ThrowawayRedis } from '../helpers/redis-server.js';
 import { waitFor } from '../helpers/wait.js';
@@ -75,7 +75,7 @@ describe('shared rate limits (ha.rate-limits on)', () => {
     // Still limited, per node: 10 through each node.
     expect(await sendMany(a, mesh, 12, 'down-a')).toBe(10);
     expect(await sendMany(b, mesh, 12, 'down-b')).toBe(10);
-    const metrics = await (await nodeRead(`${a.url}/metrics`)).text();
+    const metrics = await (await fetch(`${a.url}/metrics`)).text();
     expect(metrics).toMatch(/mesh_broker_redis_fallback_total\{row="rate-limits",node="[^"]+"\} [1-9]/);
     await redis.restart();
     await waitFor(

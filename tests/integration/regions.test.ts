@@ -25,7 +25,7 @@ import { renderFlagsDocument } from '../../flags/document.js';
 import { type FlagValues, phasePreset } from '../../flags/registry.js';
 import type { Frame, Message } from '../../protocol/frames.js';
 import { closeAllClients, connectPeer, createMesh, type TestMesh } from '../helpers/mesh.js';
-import { type InProcessNode, nodeRead, startNode } from '../helpers/nodes.js';
+import { type InProcessNode, startNode } from '../helpers/nodes.js';
 import { ThrowawayRedis } from '../helpers/redis-server.js';
 import { seriesValue } from '../helpers/verifier.js';
 import { waitFor } from '../helpers/wait.js';
@@ -108,7 +108,7 @@ async function setRegions(nodes: InProcessNode[], value: boolean): Promise<void>
 }
 
 async function reads(node: InProcessNode, pool: 'primary' | 'replica'): Promise<number> {
-  const text = await (await nodeRead(`${node.url}/metrics`)).text();
+  const text = await (await fetch(`${node.url}/metrics`)).text();
   return seriesValue(text, 'mesh_broker_region_reads_total', { pool, node: node.nodeId }) ?? 0;
 }
 
@@ -160,11 +160,11 @@ describe('two regions', () => {
     expect(listed).toBe(true);
     expect(await reads(b, 'replica')).toBeGreaterThan(before.replica);
     expect(await reads(b, 'primary')).toBe(before.primary);
-    const lag = await (await nodeRead(`${b.url}/metrics`)).text();
+    const lag = await (await fetch(`${b.url}/metrics`)).text();
     expect(seriesValue(lag, 'mesh_broker_replica_lag_seconds', { node: b.nodeId })).toBeGreaterThanOrEqual(0);
     // Region a has no read URL of its own: its reads are the primary's, and it reports no replica lag.
     expect(
-      seriesValue(await (await nodeRead(`${a.url}/metrics`)).text(), 'mesh_broker_replica_lag_seconds', {}),
+      seriesValue(await (await fetch(`${a.url}/metrics`)).text(), 'mesh_broker_replica_lag_seconds', {}),
     ).toBe(undefined);
 
     await setRegions([b], false);

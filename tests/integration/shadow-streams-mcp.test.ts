@@ -18,7 +18,7 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { ShadowReport } from '../../broker/shadow/runner.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
-import { type InProcessNode, nodeRead, startNodes } from '../helpers/nodes.js';
+import { type InProcessNode, startNodes } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -109,7 +109,7 @@ describe('shadow mode of ha.streams', () => {
     }
     const agreed = await reportWhen(a, 'ha.streams', (row) => row.agree >= 3, 'three publishes compared');
     expect(agreed).toMatchObject({ disagree: 0, error: 0, mismatches: [] });
-    const metrics = await (await nodeRead(`${a.url}/metrics`)).text();
+    const metrics = await (await fetch(`${a.url}/metrics`)).text();
     expect(metrics).toMatch(
       /mesh_broker_shadow_comparisons_total\{flag="ha.streams",outcome="agree"[^}]*\} [3-9]/,
     );

@@ -16,7 +16,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { armPlant } from '../../broker/plants.js';
 import type { ShadowReport } from '../../broker/shadow/runner.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
-import { type InProcessNode, nodeRead, startNode } from '../helpers/nodes.js';
+import { type InProcessNode, startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -122,7 +122,7 @@ describe('shadow mode', () => {
     writeFlags(allShadow());
     const node = await start();
     try {
-      const report = (await (await nodeRead(`${node.url}/flags`)).json()) as {
+      const report = (await (await fetch(`${node.url}/flags`)).json()) as {
         flags: Record<string, { mode: string; acting: boolean }>;
       };
       for (const flag of SHADOWED)
@@ -133,7 +133,7 @@ describe('shadow mode', () => {
         expect(rows[flag], flag).toMatchObject({ running: true, disagree: 0, error: 0, mismatches: [] });
         expect(rows[flag]!.agreementRatio, flag).toBe(1);
       }
-      const metrics = await (await nodeRead(`${node.url}/metrics`)).text();
+      const metrics = await (await fetch(`${node.url}/metrics`)).text();
       expect(metrics).toMatch(
         /mesh_broker_shadow_comparisons_total\{flag="ha.presence",outcome="agree"[^}]*\} [3-9]/,
       );
@@ -168,7 +168,7 @@ describe('shadow mode', () => {
       writeFlags({ ...allShadow(), 'ha.presence': 'shadw' });
       await waitFor(
         async () => {
-          const flags = (await (await nodeRead(`${node.url}/flags`)).json()) as { error: string | null };
+          const flags = (await (await fetch(`${node.url}/flags`)).json()) as { error: string | null };
           return flags.error?.includes('"ha.presence" must be true, false or "shadow"');
         },
         { what: 'the bad value reported' },
@@ -196,7 +196,7 @@ describe('shadow mode', () => {
         expect(row.mismatches.length, flag).toBe(Math.min(row.disagree, 50));
         expect(row.mismatches[0], flag).toMatchObject({ outcome: 'disagree' });
       }
-      const metrics = await (await nodeRead(`${node.url}/metrics`)).text();
+      const metrics = await (await fetch(`${node.url}/metrics`)).text();
       expect(metrics).toMatch(
         /mesh_broker_shadow_comparisons_total\{flag="ha.rate-limits",outcome="disagree"/,
       );

@@ -16,7 +16,7 @@ import { defaultFlagValues } from '../../flags/registry.js';
 import type { Frame } from '../../protocol/frames.js';
 import type { TestNode } from '../helpers/broker.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
-import { nodeRead, startNode } from '../helpers/nodes.js';
+import { startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { ThrowawayRedis } from '../helpers/redis-server.js';
 import { seriesValue } from '../helpers/verifier.js';
@@ -101,7 +101,7 @@ describe('streams over a bus that drops 30 % of its publishes', () => {
     // The history holds every one of them: each gap was filled, none needed reporting.
     expect(data).toHaveLength(count);
     expect(gaps).toEqual([]);
-    const metrics = await (await nodeRead(`${b.url}/metrics`)).text();
+    const metrics = await (await fetch(`${b.url}/metrics`)).text();
     expect(seriesValue(metrics, 'mesh_broker_stream_gaps_total', { outcome: 'recovered' })).toBeGreaterThan(
       0,
     );
@@ -170,7 +170,7 @@ describe('streams over a bus that loses more than the history holds', () => {
       }
     }
     expect(next).toBe(32);
-    const metrics = await (await nodeRead(`${b.url}/metrics`)).text();
+    const metrics = await (await fetch(`${b.url}/metrics`)).text();
     expect(seriesValue(metrics, 'mesh_broker_stream_gaps_total', { outcome: 'reported' })).toBeGreaterThan(0);
   });
 });

@@ -121,42 +121,6 @@ describe('URL watches on one node', () => {
     expect(rows.rows[0]?.n).toBe(0);
   });
 
-  it('names no address in its errors: neither a refusal nor a failed poll says what a host resolved to', async () => {
-    const addresses = /127\.0\.0\.1|::1|\[::|::ffff/;
-    const strictMesh = await createMesh(strict, 1);
-    const refused = await connectPeer(strict.wsUrl, strictMesh, strictMesh.members[0]!);
-    const refusal = await refused
-      .request({ type: 'watch.create', mode: 'status', intervalSec: 5, url: 'http://localhost:9/' })
-      .then(
-        () => '',
-        (error: Error) => error.message,
-      );
-    expect(refusal).toBe('forbidden: watch target localhost resolves to a loopback address');
-
-    // A port nothing listens on, reached by name through the node that allows private targets: the
-    // poll's failure is recorded as the member sees it in watch.list.
-    const closed = createServer();
-    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
-    const port = (closed.address() as AddressInfo).port;
-    await new Promise((resolve) => closed.close(resolve));
-    const mesh = await createMesh(node, 1);
-    const a = await connectPeer(node.wsUrl, mesh, mesh.members[0]!);
-    const created = await a.request<Created>({
-      type: 'watch.create',
-      mode: 'status',
-      intervalSec: 5,
-      url: `http://localhost:${port}/`,
-    });
-    const lastError = await waitFor(
-      async () =>
-        (await a.request<Listed>({ type: 'watch.list' })).watches.find((w) => w.watchId === created.watchId)
-          ?.lastError ?? undefined,
-      { timeoutMs: 10_000, what: 'the first poll of the watch' },
-    );
-    expect(lastError).toBe('connection refused');
-    expect(lastError).not.toMatch(addresses);
-  });
-
   it('lists and deletes for the creating member only, within the per-member limit', async () => {
     const mesh = await createMesh(node, 2);
     const a = await connectPeer(node.wsUrl, mesh, mesh.members[0]!);

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminOf } from '../helpers/broker.js';
 import { type NodeProcess, runWorkbench } from '../helpers/cli.js';
-import { nodeRead, startNode } from '../helpers/nodes.js';
+import { startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -42,7 +42,7 @@ const status = (node: NodeProcess, token: string | null) =>
     .then((r) => r.status);
 
 const previousUses = async (node: NodeProcess) => {
-  const text = await (await nodeRead(`${node.url}/metrics`, NEW_TOKEN)).text();
+  const text = await (await fetch(`${node.url}/metrics`)).text();
   return Number(text.match(/^mesh_broker_admin_previous_token_uses_total\{[^}]*\} (\d+)$/m)?.[1]);
 };
 

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { nodeRead, type ProcessNode, startNode } from '../helpers/nodes.js';
+import { type ProcessNode, startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { waitFor, within } from '../helpers/wait.js';
 
@@ -52,7 +52,7 @@ describe('crash policy of a broker process', () => {
       timeoutMs: 10_000,
       what: 'the rejection logged',
     });
-    const metrics = await (await nodeRead(`${node.url}/metrics`)).text();
+    const metrics = await (await fetch(`${node.url}/metrics`)).text();
     expect(metricValue(metrics, 'unhandled_rejection')).toBe(1);
     expect((await fetch(`${node.url}/health`)).status).toBe(200);
     expect(node.process.exitCode).toBeNull();

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { renderFlagsDocument } from '../../flags/document.js';
 import { defaultFlagValues } from '../../flags/registry.js';
 import { runWorkbench } from '../helpers/cli.js';
-import { nodeRead, type ProcessNode, startNode } from '../helpers/nodes.js';
+import { type ProcessNode, startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -24,8 +24,7 @@ interface FlagsReport {
   flags: Record<string, { value: boolean; acting: boolean; note?: string }>;
 }
 
-const flagsOf = async (node: ProcessNode) =>
-  (await (await nodeRead(`${node.url}/flags`)).json()) as FlagsReport;
+const flagsOf = async (node: ProcessNode) => (await (await fetch(`${node.url}/flags`)).json()) as FlagsReport;
 const flagFile = () => join(dir, `${ENV}.json`);
 
 beforeAll(async () => {
@@ -99,7 +98,7 @@ describe('flags over three node processes (file provider)', () => {
       mode: 'off',
       row: 'background work on a warm standby',
     });
-    const metrics = await (await nodeRead(`${nodes[0]!.url}/metrics`)).text();
+    const metrics = await (await fetch(`${nodes[0]!.url}/metrics`)).text();
     expect(metrics).toContain('mesh_broker_flag_enabled{flag="ha.audit",node="f1"} 0');
     const row = await db.query(
       "SELECT info->'flags'->'flags'->'ha.audit' AS audit FROM nodes WHERE id = 'f1'",
@@ -218,7 +217,7 @@ describe('flags over three node processes (file provider)', () => {
     });
     expect(broken.error).toContain('flag "ha.audit" must be true, false or "shadow"');
     expect(broken.flags).toEqual(before.flags);
-    expect(await (await nodeRead(`${nodes[1]!.url}/metrics`)).text()).toContain(
+    expect(await (await fetch(`${nodes[1]!.url}/metrics`)).text()).toContain(
       'mesh_broker_flag_config_error{node="f2"} 1',
     );
     writeFileSync(flagFile(), good);

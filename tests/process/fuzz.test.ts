@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_TOKEN, adminOf } from '../helpers/broker.js';
 import { type NodeProcess, runWorkbench } from '../helpers/cli.js';
 import { closeAllClients, connectPeer, createMesh } from '../helpers/mesh.js';
-import { nodeRead, startNode } from '../helpers/nodes.js';
+import { startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { pause } from '../helpers/wait.js';
 
@@ -22,7 +22,7 @@ afterAll(async () => {
 });
 
 async function rssBytes(): Promise<number> {
-  const text = await (await nodeRead(`${node.url}/metrics`)).text();
+  const text = await (await fetch(`${node.url}/metrics`)).text();
   return Number(/^mesh_broker_process_process_resident_memory_bytes\{[^}]*\} (\S+)$/m.exec(text)?.[1]);
 }
 

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FAST_CLUSTER } from '../../cli/cluster/fast-timings.js';
 import { renderFlagsDocument } from '../../flags/document.js';
 import { defaultFlagValues } from '../../flags/registry.js';
-import { type NodeKind, nodeRead, startNodes, type TestNodeOf } from '../helpers/nodes.js';
+import { type NodeKind, startNodes, type TestNodeOf } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 
 const FLAGS_ENV = 'fixture';
@@ -66,7 +66,7 @@ describe.each<NodeKind>(['in-process', 'process'])('startNodes (%s)', (kind) => 
     writeFlags(true);
     await Promise.all(landed);
     for (const node of nodes) {
-      const report = (await (await nodeRead(`${node.url}/flags`)).json()) as {
+      const report = (await (await fetch(`${node.url}/flags`)).json()) as {
         flags: Record<string, { acting: boolean }>;
       };
       expect(report.flags['ha.presence']?.acting).toBe(true);

@@ -11,7 +11,7 @@ import { renderFlagsDocument } from '../../flags/document.js';
 import { defaultFlagValues, FLAG_KEYS, phasePreset } from '../../flags/registry.js';
 import { runWorkbench } from '../helpers/cli.js';
 import { inOperatorDir, writeEnvironmentFile } from '../helpers/environments.js';
-import { type InProcessNode, nodeRead, startNode } from '../helpers/nodes.js';
+import { type InProcessNode, startNode } from '../helpers/nodes.js';
 import { freePort } from '../helpers/ports.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { startUnleash, type TestUnleash, tokenSecret } from '../helpers/unleash.js';
@@ -30,7 +30,7 @@ interface Report {
   status: string;
   flags: Record<string, { value: boolean; acting: boolean }>;
 }
-const report = async (node: InProcessNode) => (await (await nodeRead(`${node.url}/flags`)).json()) as Report;
+const report = async (node: InProcessNode) => (await (await fetch(`${node.url}/flags`)).json()) as Report;
 
 beforeAll(async () => {
   [db, unleash] = await Promise.all([

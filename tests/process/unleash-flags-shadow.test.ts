@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { renderFlagsDocument } from '../../flags/document.js';
 import { defaultFlagValues } from '../../flags/registry.js';
 import { runWorkbench } from '../helpers/cli.js';
-import { type InProcessNode, nodeRead, startNode } from '../helpers/nodes.js';
+import { type InProcessNode, startNode } from '../helpers/nodes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { startUnleash, type TestUnleash } from '../helpers/unleash.js';
 import { waitFor } from '../helpers/wait.js';
@@ -24,7 +24,7 @@ let dir: string;
 const prefix = `wbtest:${randomBytes(4).toString('hex')}:`;
 
 const modeOf = async (flag: string) =>
-  ((await (await nodeRead(`${node.url}/flags`)).json()) as { flags: Record<string, { mode: string }> }).flags[
+  ((await (await fetch(`${node.url}/flags`)).json()) as { flags: Record<string, { mode: string }> }).flags[
     flag
   ]?.mode;
 

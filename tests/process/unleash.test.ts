@@ -8,7 +8,7 @@ import { renderFlagsDocument } from '../../flags/document.js';
 import { publishRefresh, refreshChannel } from '../../flags/refresh-bus.js';
 import { defaultFlagValues } from '../../flags/registry.js';
 import { runWorkbench } from '../helpers/cli.js';
-import { type InProcessNode, nodeRead, startNode } from '../helpers/nodes.js';
+import { type InProcessNode, startNode } from '../helpers/nodes.js';
 import { freePort } from '../helpers/ports.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { startUnleash, type TestUnleash } from '../helpers/unleash.js';
@@ -27,7 +27,7 @@ interface Report {
   error: string | null;
   flags: Record<string, { value: boolean; acting: boolean }>;
 }
-const report = async (node: InProcessNode) => (await (await nodeRead(`${node.url}/flags`)).json()) as Report;
+const report = async (node: InProcessNode) => (await (await fetch(`${node.url}/flags`)).json()) as Report;
 
 beforeAll(async () => {
   [db, unleash] = await Promise.all([createTestDatabase('unleash_flags'), startUnleash()]);

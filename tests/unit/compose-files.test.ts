@@ -31,7 +31,6 @@ const PROJECT_DIR = join(root, 'deploy', 'compose');
 /** Every variable the stack requires, each with a value no default could be. */
 const SECRETS = {
   ADMIN_TOKEN: 'test-admin-token-3f9a1c7e5b',
-  METRICS_TOKEN: 'test-metrics-token-7d1e0b2a4c',
   BUS_SECRET: 'test-bus-secret-3f9a1c7e5b-0123456789abcdef',
   POSTGRES_PASSWORD: 'test-postgres-superuser-8d2e',
   MESH_OWNER_DB_PASSWORD: 'test-mesh-owner-5a1b',

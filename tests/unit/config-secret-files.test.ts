@@ -53,7 +53,6 @@ describe('X_FILE for every secret variable', () => {
       expect.arrayContaining([
         'ADMIN_TOKEN',
         'ADMIN_TOKEN_PREVIOUS',
-        'METRICS_TOKEN',
         'BUS_SECRET',
         'BUS_SECRET_PREVIOUS',
         'DATABASE_URL',

@@ -17,13 +17,6 @@ describe('broker configuration', () => {
     expect(config.adminTokenPrevious).toBeUndefined();
   });
 
-  it('takes a metrics token for /metrics and /flags; none by default', () => {
-    expect(loadConfig(MINIMAL_ENV).metricsToken).toBeUndefined();
-    expect(loadConfig({ ...MINIMAL_ENV, METRICS_TOKEN: 'a-scraper-token-0123' }).metricsToken).toBe(
-      'a-scraper-token-0123',
-    );
-  });
-
   it('accepts a retiring admin token during a rotation', () => {
     const config = loadConfig({ ...MINIMAL_ENV, ADMIN_TOKEN_PREVIOUS: 'the-retiring-admin-token' });
     expect(config.adminTokenPrevious).toBe('the-retiring-admin-token');
@@ -35,8 +28,6 @@ describe('broker configuration', () => {
     [{ ADMIN_TOKEN: 'short' }, 'ADMIN_TOKEN', 'at least 16'],
     [{ ADMIN_TOKEN_PREVIOUS: 'short' }, 'ADMIN_TOKEN_PREVIOUS', 'at least 16'],
     [{ ADMIN_TOKEN_PREVIOUS: MINIMAL_ENV.ADMIN_TOKEN }, 'ADMIN_TOKEN_PREVIOUS', 'the same as ADMIN_TOKEN'],
-    [{ METRICS_TOKEN: 'short' }, 'METRICS_TOKEN', 'at least 16'],
-    [{ METRICS_TOKEN: MINIMAL_ENV.ADMIN_TOKEN }, 'METRICS_TOKEN', 'must differ from the admin token'],
     [{ PORT: 'eighty' }, 'PORT', 'whole number'],
     [{ PORT: '70000' }, 'PORT', 'between 0 and 65535'],
     [{ DATABASE_URL: 'not a url' }, 'DATABASE_URL', 'is not a URL'],

@@ -209,7 +209,6 @@ export class RegionSimulation {
       redisKeyPrefix,
       adminToken: randomBytes(24).toString('hex'),
       busSecret: randomBytes(32).toString('hex'),
-      metricsToken: randomBytes(24).toString('hex'),
       flagsEnv,
       flagsDir: join(dir, 'flags'),
       brokerEnv: clusterBrokerEnv(this.options.env),
