@@ -33,6 +33,27 @@ export interface McpUsage {
   meshTools: number;
 }
 
+/**
+ * What a mesh's servers use besides `server` (a registration replaces it, so it is not counted twice): the
+ * local registry's map values and the shadow copy's rows alike.
+ */
+export function usageOf(
+  mesh: Iterable<{ server: string; host: string; tools: readonly unknown[] }>,
+  member: string,
+  server: string,
+): McpUsage {
+  const usage: McpUsage = { memberServers: 0, meshServers: 0, memberTools: 0, meshTools: 0 };
+  for (const entry of mesh) {
+    if (entry.server === server) continue;
+    usage.meshServers += 1;
+    usage.meshTools += entry.tools.length;
+    if (entry.host !== member) continue;
+    usage.memberServers += 1;
+    usage.memberTools += entry.tools.length;
+  }
+  return usage;
+}
+
 /** Throws `limit_exceeded` when adding one server with `tools` tools to `usage` would pass a bound. */
 export function assertWithinLimits(usage: McpUsage, tools: number, limits: McpLimits): void {
   const over = (used: number, adding: number, max: number) => used + adding > max;

@@ -1,7 +1,7 @@
 import { ProtocolError } from '../../protocol/errors.js';
 import type { SessionIdentity } from '../connections/connection.js';
 import { McpCallProtocol, SINGLE_NODE } from './call-protocol.js';
-import { assertWithinLimits, type McpLimits, type McpUsage } from './limits.js';
+import { assertWithinLimits, type McpLimits, usageOf } from './limits.js';
 import {
   assertCallable,
   type McpCall,
@@ -71,7 +71,7 @@ export class LocalMcpRegistry implements McpRegistry {
     if (existing && existing.hostSession !== host.sessionId) {
       throw new ProtocolError('conflict', `server "${server}" is already hosted by another session`);
     }
-    assertWithinLimits(usageOf(mesh, host.pubkey, server), tools.length, this.limits);
+    assertWithinLimits(usageOf(mesh.values(), host.pubkey, server), tools.length, this.limits);
     mesh.set(server, entry);
     this.servers.set(host.meshId, mesh);
   }
@@ -183,18 +183,4 @@ export class LocalMcpRegistry implements McpRegistry {
     if (mesh.size === 0) this.servers.delete(meshId);
     this.calls.failRouted((call) => sessions.has(call.hostSession), 'host_left: the host member was revoked');
   }
-}
-
-/** What a mesh's servers use besides `server` (replaced by this registration, so not counted twice). */
-function usageOf(mesh: Map<string, McpServerEntry>, member: string, server: string): McpUsage {
-  const usage: McpUsage = { memberServers: 0, meshServers: 0, memberTools: 0, meshTools: 0 };
-  for (const entry of mesh.values()) {
-    if (entry.server === server) continue;
-    usage.meshServers += 1;
-    usage.meshTools += entry.tools.length;
-    if (entry.host !== member) continue;
-    usage.memberServers += 1;
-    usage.memberTools += entry.tools.length;
-  }
-  return usage;
 }

@@ -17,7 +17,7 @@ import type { SessionIdentity } from '../connections/connection.js';
 import type { RedisClient } from '../redis/clients.js';
 import { openShadowRedis, type ShadowRedis } from '../shadow/copy.js';
 import { type RowShadow, refusalCode, type ShadowSample } from '../shadow/shadow.js';
-import { assertWithinLimits, type McpLimits, type McpUsage } from './limits.js';
+import { assertWithinLimits, type McpLimits, usageOf } from './limits.js';
 import {
   assertCallable,
   type McpCall,
@@ -256,18 +256,4 @@ export function mcpShadow(options: McpShadowOptions): RowShadow {
       return undefined;
     },
   };
-}
-
-/** What the mesh's rows use besides `server` (the shared registration's count). */
-function usageOf(mesh: readonly McpServerEntry[], member: string, server: string): McpUsage {
-  const usage: McpUsage = { memberServers: 0, meshServers: 0, memberTools: 0, meshTools: 0 };
-  for (const entry of mesh) {
-    if (entry.server === server) continue;
-    usage.meshServers += 1;
-    usage.meshTools += entry.tools.length;
-    if (entry.host !== member) continue;
-    usage.memberServers += 1;
-    usage.memberTools += entry.tools.length;
-  }
-  return usage;
 }
