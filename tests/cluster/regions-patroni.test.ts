@@ -64,8 +64,11 @@ async function up(sync: boolean): Promise<{ cwd: string; cluster: ClusterFile }>
 async function peers(cwd: string, region: string): Promise<[MeshClient, LoadPeerPlan, LoadPeerPlan]> {
   const cluster = readState(cwd);
   const lb = `${cluster.regions!.list.find((r) => r.name === region)!.lb.url.replace('http', 'ws')}/ws`;
+  // The admin calls go to a node of the peers' own region: after region a's primary was killed, a's first
+  // broker was found gone in two loaded CI-like runs (ECONNREFUSED), while b's served (not understood yet).
+  const admin = cluster.nodes.find((n) => n.region === region) ?? cluster.nodes[0]!;
   const [from, to] = await createLoadMeshes(
-    { url: cluster.nodes[0]!.url, token: cluster.adminToken },
+    { url: admin.url, token: cluster.adminToken },
     { peers: 2, meshes: 1 },
   );
   const sender = new MeshClient({
